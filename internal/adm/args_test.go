@@ -1,0 +1,29 @@
+package adm
+
+import (
+	"io"
+	"reflect"
+	"testing"
+)
+
+func TestInterspersed(t *testing.T) {
+	app := App(io.Discard)
+	for _, tc := range []struct{ in, want []string }{
+		{
+			[]string{"etcdadm", "backup", "verify", "latest", "--restore-test", "--store", "file:///s"},
+			[]string{"etcdadm", "backup", "verify", "--restore-test", "--store", "file:///s", "--", "latest"},
+		},
+		{
+			[]string{"etcdadm", "backup", "list", "--store=file:///s"},
+			[]string{"etcdadm", "backup", "list", "--store=file:///s"},
+		},
+		{
+			[]string{"etcdadm", "--log-level", "debug", "restore-local", "x", "--name", "a"},
+			[]string{"etcdadm", "--log-level", "debug", "restore-local", "--name", "a", "--", "x"},
+		},
+	} {
+		if got := Interspersed(app, tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("Interspersed(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+// Package cliflags holds the flags several commands share (store, etcd
+// connection, logging), each also readable from an ETCDADM_* environment
+// variable so units can set them with EnvironmentFile=. Only cmd/ imports it.
+package cliflags
+
+import (
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
+)
+
+// Store is the --store flag.
+func Store() cli.Flag {
+	return &cli.StringFlag{
+		Name:     "store",
+		Usage:    "the shared store: " + storeurl.Help,
+		EnvVars:  []string{"ETCDADM_STORE"},
+		Required: true,
+	}
+}
+
+// OpenStore opens the store named by --store; credentials from the environment.
+func OpenStore(c *cli.Context) (store.Store, error) {
+	return storeurl.Open(c.Context, c.String("store"), os.Getenv)
+}
+
+// Etcd returns the etcd connection flags; endpointsDefault is the default
+// for --endpoints.
+func Etcd(endpointsDefault string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "endpoints", Value: endpointsDefault, EnvVars: []string{"ETCDADM_ENDPOINTS"}, Usage: "etcd client URLs, comma separated"},
+		&cli.StringFlag{Name: "cacert", Value: "/etc/etcd/pki/ca.crt", EnvVars: []string{"ETCDADM_CACERT"}, Usage: "CA bundle that signed the etcd server certificates"},
+		&cli.StringFlag{Name: "cert", Value: "/etc/etcd/pki/client.crt", EnvVars: []string{"ETCDADM_CERT"}, Usage: "client certificate for mutual TLS"},
+		&cli.StringFlag{Name: "key", Value: "/etc/etcd/pki/client.key", EnvVars: []string{"ETCDADM_KEY"}, Usage: "client key for mutual TLS"},
+		&cli.BoolFlag{Name: "insecure", EnvVars: []string{"ETCDADM_INSECURE"}, Usage: "talk plaintext http to etcd, without client certificates (test clusters only)"},
+		&cli.DurationFlag{Name: "dial-timeout", Value: 5 * time.Second, EnvVars: []string{"ETCDADM_DIAL_TIMEOUT"}, Usage: "how long to wait for etcd to answer"},
+	}
+}
+
+// EtcdConfig reads the etcd flags.
+func EtcdConfig(c *cli.Context) etcdclient.Config {
+	cfg := etcdclient.Config{
+		Endpoints:   splitList(c.String("endpoints")),
+		Insecure:    c.Bool("insecure"),
+		DialTimeout: c.Duration("dial-timeout"),
+	}
+	if !cfg.Insecure || strings.Contains(c.String("endpoints"), "https://") {
+		cfg.CACert, cfg.Cert, cfg.Key = c.String("cacert"), c.String("cert"), c.String("key")
+	}
+	return cfg
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Logger is the process logger: text to stderr (journald adds time and
+// unit), level from --log-level.
+func Logger(c *cli.Context) *slog.Logger {
+	lvl := slog.LevelInfo
+	_ = lvl.UnmarshalText([]byte(c.String("log-level")))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+		Level: lvl,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 && os.Getenv("JOURNAL_STREAM") != "" {
+				return slog.Attr{} // journald stamps the time
+			}
+			return a
+		},
+	}))
+}
+
+// LogLevel is the --log-level flag.
+func LogLevel() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"ETCDADM_LOG_LEVEL"}, Usage: "debug, info, warn or error"}
+}
+
+// Retention returns the retention flags (etcd-manager's policy).
+func Retention() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "retain-all", Value: time.Hour, EnvVars: []string{"ETCDADM_RETAIN_ALL"}, Usage: "keep every backup younger than this"},
+		&cli.IntFlag{Name: "retain-hourly-days", Value: 7, EnvVars: []string{"ETCDADM_RETAIN_HOURLY_DAYS"}, Usage: "keep the oldest backup of each hour for this many days"},
+		&cli.IntFlag{Name: "retain-daily-days", Value: 90, EnvVars: []string{"ETCDADM_RETAIN_DAILY_DAYS"}, Usage: "keep the oldest backup of each day for this many days; older ones are deleted (the newest backup is always kept)"},
+		&cli.DurationFlag{Name: "stale-after", Value: time.Hour, EnvVars: []string{"ETCDADM_STALE_AFTER"}, Usage: "remove what an interrupted upload left once it is this old (an upload still running is younger)"},
+	}
+}

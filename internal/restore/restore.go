@@ -1,0 +1,150 @@
+// Package restore turns a backup from the store into an etcd data
+// directory, offline, with etcdutl's snapshot library (revisions and
+// leases are preserved). Used by etcdadm restore-local and backup verify.
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/snapshotdb"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+// Config of a local restore.
+type Config struct {
+	Backup              string // name or "latest"
+	DataDir             string
+	Name                string
+	InitialCluster      string // name=https://host:2380,...
+	PeerURLs            []string
+	InitialClusterToken string
+}
+
+// ErrDataDirNotEmpty: we never overwrite or delete a data directory.
+var ErrDataDirNotEmpty = errors.New("data directory is not empty")
+
+// Validate checks the flags and that the restore has somewhere safe to go.
+func (c *Config) Validate() error {
+	if c.Backup == "" {
+		return fmt.Errorf("restore: name a backup, or 'latest'")
+	}
+	if c.DataDir == "" || c.Name == "" || c.InitialCluster == "" {
+		return fmt.Errorf("restore: --data-dir, --name and --initial-cluster are required")
+	}
+	if len(c.PeerURLs) == 0 {
+		for _, m := range strings.Split(c.InitialCluster, ",") {
+			if n, u, ok := strings.Cut(strings.TrimSpace(m), "="); ok && n == c.Name {
+				c.PeerURLs = append(c.PeerURLs, u)
+			}
+		}
+		if len(c.PeerURLs) == 0 {
+			return fmt.Errorf("restore: member %q is not in --initial-cluster %q", c.Name, c.InitialCluster)
+		}
+	}
+	if c.InitialClusterToken == "" {
+		c.InitialClusterToken = "etcd-cluster"
+	}
+	return checkEmpty(c.DataDir)
+}
+
+func checkEmpty(dir string) error {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if len(des) > 0 {
+		return fmt.Errorf("restore: %s: %w; move it aside first (mv %s %s.before-restore) and run again", dir, ErrDataDirNotEmpty, dir, dir)
+	}
+	return nil
+}
+
+// Result of a restore.
+type Result struct {
+	Report backup.Report
+	Stats  snapshotdb.Stats
+}
+
+// Local verifies the backup, then restores it into cfg.DataDir. The data
+// directory appears whole or not at all: the restore is built in a
+// sibling directory and renamed into place. Safe to re-run: a leftover
+// work directory from a crash is ignored and replaced by a fresh one.
+func Local(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	parent := filepath.Dir(filepath.Clean(cfg.DataDir))
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	work, err := os.MkdirTemp(parent, ".etcdadm-restore-")
+	if err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	defer os.RemoveAll(work) // our own scratch space, never a data dir
+	log.Info("downloading and verifying backup", "backup", cfg.Backup, "store", st.String())
+	rep, err := backup.Verify(ctx, st, cfg.Backup, work)
+	if err != nil {
+		return Result{}, err
+	}
+	staged := filepath.Join(work, "data")
+	if err := restoreSnapshot(rep.SnapshotPath, staged, cfg); err != nil {
+		return Result{}, err
+	}
+	stats, err := snapshotdb.Inspect(filepath.Join(staged, "member", "snap", "db"))
+	if err != nil {
+		return Result{}, err
+	}
+	if err := checkEmpty(cfg.DataDir); err != nil { // it may have changed meanwhile
+		return Result{}, err
+	}
+	if err := os.Rename(staged, cfg.DataDir); err != nil {
+		return Result{}, fmt.Errorf("restore: move restored data into %s: %w", cfg.DataDir, err)
+	}
+	log.Info("restored", "backup", rep.Backup.Name, "dataDir", cfg.DataDir, "revision", stats.Revision, "keys", stats.LiveKeys)
+	return Result{Report: rep, Stats: stats}, nil
+}
+
+// Test restores a backup into a scratch directory and reports what it
+// holds, leaving nothing behind: proof that the backup can be restored.
+func Test(ctx context.Context, st store.Store, name, scratch string, log *slog.Logger) (Result, error) {
+	work, err := os.MkdirTemp(scratch, "etcdadm-restore-test-")
+	if err != nil {
+		return Result{}, fmt.Errorf("restore test: %w", err)
+	}
+	defer os.RemoveAll(work)
+	return Local(ctx, st, Config{
+		Backup:         name,
+		DataDir:        filepath.Join(work, "data"),
+		Name:           "restore-test",
+		InitialCluster: "restore-test=https://127.0.0.1:2380",
+	}, log)
+}
+
+func restoreSnapshot(snapPath, dataDir string, cfg Config) error {
+	err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath:        snapPath,
+		Name:                cfg.Name,
+		OutputDataDir:       dataDir,
+		PeerURLs:            cfg.PeerURLs,
+		InitialCluster:      cfg.InitialCluster,
+		InitialClusterToken: cfg.InitialClusterToken,
+	})
+	if err != nil {
+		return fmt.Errorf("restore: etcdutl snapshot restore: %w", err)
+	}
+	return nil
+}

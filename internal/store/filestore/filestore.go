@@ -1,0 +1,293 @@
+// Package filestore is the store.Store over a local or NFS directory: the
+// embedded default (file:///path). Writes go to a temp file that is fsynced
+// and renamed (or hard-linked, for create-only), so readers never see a
+// partial object.
+package filestore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+const tmpPrefix = ".tmp-"
+
+// Store keeps objects as files below Root.
+type Store struct {
+	Root string
+}
+
+// New returns a Store rooted at dir, which must exist.
+func New(dir string) (*Store, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w (create the directory %s first)", err, dir)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("filestore: %s is not a directory", dir)
+	}
+	return &Store{Root: dir}, nil
+}
+
+func (s *Store) String() string { return "file://" + s.Root }
+
+func (s *Store) path(key string) (string, error) {
+	if err := store.CheckKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.Root, filepath.FromSlash(key)), nil
+}
+
+// etag identifies one version of a file: every write renames a new inode
+// into place, so inode, size and mtime change together.
+func etag(fi os.FileInfo) string {
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%x-%x-%x", ino, fi.Size(), fi.ModTime().UnixNano())
+}
+
+func info(key string, fi os.FileInfo) store.Info {
+	return store.Info{Key: key, Size: fi.Size(), ETag: etag(fi), Modified: fi.ModTime()}
+}
+
+func (s *Store) Stat(_ context.Context, key string) (store.Info, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return store.Info{}, err
+	}
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
+		return store.Info{}, fmt.Errorf("%s: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Info{}, fmt.Errorf("filestore: stat %s: %w", key, err)
+	}
+	return info(key, fi), nil
+}
+
+func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, store.Info, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, store.Info{}, err
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, store.Info{}, fmt.Errorf("%s: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, store.Info{}, fmt.Errorf("filestore: open %s: %w", key, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.IsDir() {
+		f.Close()
+		return nil, store.Info{}, fmt.Errorf("%s: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		f.Close()
+		return nil, store.Info{}, fmt.Errorf("filestore: stat %s: %w", key, err)
+	}
+	return f, info(key, fi), nil
+}
+
+func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOptions) (store.Info, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return store.Info{}, err
+	}
+	conditional := opts.IfNoneMatch || opts.IfMatch != ""
+	if conditional {
+		r = io.LimitReader(r, store.SmallObjectLimit+1)
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+	}
+	tmp, err := writeTemp(dir, filepath.Base(p), r)
+	if err != nil {
+		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+	}
+	defer os.Remove(tmp) // a no-op once renamed
+	if conditional {
+		if fi, err := os.Stat(tmp); err == nil && fi.Size() > store.SmallObjectLimit {
+			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, store.ErrTooLarge)
+		}
+	}
+	switch {
+	case opts.IfNoneMatch:
+		// link(2) fails if the name exists: an atomic create-only write,
+		// also on NFS.
+		if err := os.Link(tmp, p); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return store.Info{}, fmt.Errorf("%s: %w", key, store.ErrPrecondition)
+			}
+			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+		}
+	case opts.IfMatch != "":
+		unlock, err := s.lock()
+		if err != nil {
+			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+		}
+		defer unlock()
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) || (err == nil && etag(fi) != opts.IfMatch) {
+			return store.Info{}, fmt.Errorf("%s: %w", key, store.ErrPrecondition)
+		}
+		if err != nil {
+			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+		}
+	default:
+		if err := os.Rename(tmp, p); err != nil {
+			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+		}
+	}
+	if err := syncDir(dir); err != nil {
+		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
+	}
+	return info(key, fi), nil
+}
+
+func writeTemp(dir, base string, r io.Reader) (string, error) {
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	name := filepath.Join(dir, tmpPrefix+base+"-"+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// lock serializes compare-and-swap writes across processes and hosts
+// sharing the directory (flock works on local filesystems and NFSv4).
+func (s *Store) lock() (func(), error) {
+	f, err := os.OpenFile(filepath.Join(s.Root, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+func (s *Store) Delete(_ context.Context, key string) error {
+	p, err := s.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filestore: delete %s: %w", key, err)
+	}
+	// Drop directories the delete left empty, as S3 has no empty prefixes.
+	for dir := filepath.Dir(p); dir != s.Root && strings.HasPrefix(dir, s.Root); dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil {
+			break
+		}
+	}
+	return nil
+}
+
+func (s *Store) List(_ context.Context, prefix string) ([]store.Entry, error) {
+	if err := store.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	des, err := os.ReadDir(filepath.Join(s.Root, filepath.FromSlash(prefix)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: list %s: %w", prefix, err)
+	}
+	out := make([]store.Entry, 0, len(des))
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, tmpPrefix) || (prefix == "" && name == ".lock") {
+			continue
+		}
+		out = append(out, store.Entry{Name: name, Dir: de.IsDir()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (s *Store) CleanIncomplete(_ context.Context, prefix string, olderThan time.Duration) (int, error) {
+	if err := store.CheckPrefix(prefix); err != nil {
+		return 0, err
+	}
+	cutoff := time.Now().Add(-olderThan)
+	n := 0
+	root := filepath.Join(s.Root, filepath.FromSlash(prefix))
+	err := filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if de.IsDir() || !strings.HasPrefix(de.Name(), tmpPrefix) {
+			return nil
+		}
+		fi, err := de.Info()
+		if err != nil || !fi.ModTime().Before(cutoff) {
+			return nil
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		n++
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("filestore: clean %s: %w", prefix, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,156 @@
+// Package uploader is one run of etcd-snapshot-uploader: on the leader
+// only, stream a snapshot of the local member into the store as an
+// etcd-manager-compatible backup, then apply retention. Imported by
+// cmd/etcd-snapshot-uploader and by etcdadm's "backup now".
+package uploader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+// Etcd is what a run needs from the etcd client (*clientv3.Client).
+type Etcd interface {
+	Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
+	Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error)
+	Snapshot(ctx context.Context) (io.ReadCloser, error)
+	MemberList(ctx context.Context, opts ...clientv3.OpOption) (*clientv3.MemberListResponse, error)
+}
+
+// Config of one run.
+type Config struct {
+	// Endpoint is the local member, the one asked for the snapshot.
+	Endpoint string
+	// AnyMember uploads even when the local member is not the leader
+	// (etcdadm backup now).
+	AnyMember bool
+	// Retention is applied after a successful upload unless SkipPrune.
+	Retention  backup.Policy
+	SkipPrune  bool
+	StaleAfter time.Duration
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Endpoint == "" {
+		return fmt.Errorf("uploader: no local etcd endpoint")
+	}
+	if c.StaleAfter <= 0 {
+		return fmt.Errorf("uploader: --stale-after must be positive (how old an unfinished upload must be before it is removed)")
+	}
+	return c.Retention.Validate()
+}
+
+// Outcome of a run, for the journal line and the metrics.
+type Outcome struct {
+	Skipped     bool   // not the leader: nothing to do
+	Reason      string // why skipped
+	Backup      string
+	Integrity   backup.Integrity
+	Prune       backup.CleanResult
+	Duration    time.Duration
+	LeaderID    uint64
+	LocalMember string
+}
+
+// Failure classes, for exit codes.
+var (
+	ErrEtcd  = errors.New("etcd")
+	ErrStore = errors.New("store")
+)
+
+// Run performs one upload.
+func Run(ctx context.Context, cfg Config, cli Etcd, st store.Store, log *slog.Logger, now func() time.Time) (Outcome, error) {
+	start := now()
+	var out Outcome
+	status, err := cli.Status(ctx, cfg.Endpoint)
+	if err != nil {
+		return out, fmt.Errorf("%w: status of %s: %w", ErrEtcd, cfg.Endpoint, err)
+	}
+	self, leader := status.Header.MemberId, status.Leader
+	out.LeaderID = leader
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		return out, fmt.Errorf("%w: member list: %w", ErrEtcd, err)
+	}
+	voters := int32(0)
+	for _, m := range members.Members {
+		if m.ID == self {
+			out.LocalMember = m.Name
+		}
+		if !m.IsLearner {
+			voters++
+		}
+	}
+	if self != leader && !cfg.AnyMember {
+		out.Skipped = true
+		out.Reason = fmt.Sprintf("member %s (%x) is not the leader (%x); the leader uploads", out.LocalMember, self, leader)
+		out.Duration = now().Sub(start)
+		return out, nil
+	}
+	spec, err := clusterSpec(ctx, st, status.Version, voters)
+	if err != nil {
+		return out, err
+	}
+	// Linearizable read: the snapshot taken next holds at least this revision.
+	gr, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return out, fmt.Errorf("%w: read revision: %w", ErrEtcd, err)
+	}
+	snap, err := cli.Snapshot(ctx)
+	if err != nil {
+		return out, fmt.Errorf("%w: start snapshot: %w", ErrEtcd, err)
+	}
+	defer snap.Close()
+	log.Info("streaming snapshot", "member", out.LocalMember, "store", st.String(), "minRevision", gr.Header.Revision)
+	res, err := backup.Write(ctx, st, backup.Snapshot{
+		Data:        snap,
+		EtcdVersion: status.Version,
+		MinRevision: gr.Header.Revision,
+		Member:      out.LocalMember,
+		ClusterSpec: &spec,
+	}, now())
+	if err != nil {
+		if errors.Is(err, backup.ErrCorrupt) {
+			return out, err
+		}
+		return out, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	out.Backup, out.Integrity = res.Name, res.Integrity
+	if !cfg.SkipPrune {
+		out.Prune, err = backup.Prune(ctx, st, cfg.Retention, now(), cfg.StaleAfter, log)
+		if err != nil {
+			out.Duration = now().Sub(start)
+			return out, fmt.Errorf("%w: backup %s written, but retention failed: %w", ErrStore, res.Name, err)
+		}
+	}
+	out.Duration = now().Sub(start)
+	return out, nil
+}
+
+// clusterSpec is the spec recorded in the backup: the store's
+// control/etcd-cluster-spec when there is one, else what the cluster is.
+func clusterSpec(ctx context.Context, st store.Store, version string, voters int32) (etcdmanager.ClusterSpec, error) {
+	b, _, err := store.GetBytes(ctx, st, etcdmanager.ClusterSpecKey, 1<<16)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return etcdmanager.ClusterSpec{MemberCount: voters, EtcdVersion: version}, nil
+	case err != nil:
+		return etcdmanager.ClusterSpec{}, fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	spec, err := etcdmanager.ParseClusterSpec(b)
+	if err != nil {
+		return etcdmanager.ClusterSpec{}, fmt.Errorf("%w: %w (fix it with 'etcdadm spec set')", ErrStore, err)
+	}
+	return spec, nil
+}
