@@ -24,7 +24,12 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-const tmpPrefix = ".tmp-"
+// Names the store keeps for itself: temp files of running Puts (in any
+// directory) and the compare-and-swap lock (at the root).
+const (
+	tmpPrefix = ".tmp-"
+	lockName  = ".lock"
+)
 
 // Store keeps objects as files below Root.
 type Store struct {
@@ -48,6 +53,16 @@ func (s *Store) String() string { return "file://" + s.Root }
 func (s *Store) path(key string) (string, error) {
 	if err := store.CheckKey(key); err != nil {
 		return "", err
+	}
+	// An object under a reserved name would be hidden from List, deleted
+	// by CleanIncomplete or (the lock) break compare-and-swap.
+	if key == lockName {
+		return "", fmt.Errorf("%w: %q is reserved by the file store", store.ErrBadKey, key)
+	}
+	for _, part := range strings.Split(key, "/") {
+		if strings.HasPrefix(part, tmpPrefix) {
+			return "", fmt.Errorf("%w: %q: names starting with %s are reserved by the file store", store.ErrBadKey, key, tmpPrefix)
+		}
 	}
 	return filepath.Join(s.Root, filepath.FromSlash(key)), nil
 }
@@ -105,7 +120,7 @@ func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, store.Info, e
 	return f, info(key, fi), nil
 }
 
-func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOptions) (store.Info, error) {
+func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOptions) (_ store.Info, err error) {
 	p, err := s.path(key)
 	if err != nil {
 		return store.Info{}, err
@@ -115,14 +130,18 @@ func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOp
 		r = io.LimitReader(r, store.SmallObjectLimit+1)
 	}
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
-	}
-	tmp, err := writeTemp(dir, filepath.Base(p), r)
+	tmp, err := s.writeTemp(dir, filepath.Base(p), r)
 	if err != nil {
+		s.removeEmptyDirs(dir)
 		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
 	}
-	defer os.Remove(tmp) // a no-op once renamed
+	defer func() {
+		os.Remove(tmp) // a no-op once renamed
+		if err != nil {
+			// Like S3, a failed write leaves no empty "directory".
+			s.removeEmptyDirs(dir)
+		}
+	}()
 	if conditional {
 		if fi, err := os.Stat(tmp); err == nil && fi.Size() > store.SmallObjectLimit {
 			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, store.ErrTooLarge)
@@ -169,15 +188,28 @@ func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOp
 	return info(key, fi), nil
 }
 
-func writeTemp(dir, base string, r io.Reader) (string, error) {
+// writeTemp copies r to a new temp file in dir, creating dir as needed.
+func (s *Store) writeTemp(dir, base string, r io.Reader) (string, error) {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
 	name := filepath.Join(dir, tmpPrefix+base+"-"+hex.EncodeToString(rnd[:]))
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return "", err
+	var f *os.File
+	// A Delete or failed Put elsewhere in dir may remove it between
+	// MkdirAll and the create when it is empty; a few tries settle that.
+	for try := 0; ; try++ {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
+		}
+		var err error
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || try == 3 {
+			return "", err
+		}
 	}
 	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
@@ -196,6 +228,16 @@ func writeTemp(dir, base string, r io.Reader) (string, error) {
 	return name, nil
 }
 
+// removeEmptyDirs removes dir and its parents up to the root while they
+// are empty, as S3 has no empty prefixes.
+func (s *Store) removeEmptyDirs(dir string) {
+	for ; dir != s.Root && strings.HasPrefix(dir, s.Root+string(filepath.Separator)); dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil {
+			return
+		}
+	}
+}
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
@@ -208,7 +250,7 @@ func syncDir(dir string) error {
 // lock serializes compare-and-swap writes across processes and hosts
 // sharing the directory (flock works on local filesystems and NFSv4).
 func (s *Store) lock() (func(), error) {
-	f, err := os.OpenFile(filepath.Join(s.Root, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(s.Root, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -227,12 +269,7 @@ func (s *Store) Delete(_ context.Context, key string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filestore: delete %s: %w", key, err)
 	}
-	// Drop directories the delete left empty, as S3 has no empty prefixes.
-	for dir := filepath.Dir(p); dir != s.Root && strings.HasPrefix(dir, s.Root); dir = filepath.Dir(dir) {
-		if os.Remove(dir) != nil {
-			break
-		}
-	}
+	s.removeEmptyDirs(filepath.Dir(p))
 	return nil
 }
 
@@ -241,7 +278,8 @@ func (s *Store) List(_ context.Context, prefix string) ([]store.Entry, error) {
 		return nil, err
 	}
 	des, err := os.ReadDir(filepath.Join(s.Root, filepath.FromSlash(prefix)))
-	if errors.Is(err, fs.ErrNotExist) {
+	// Nothing below a missing name or an object's name, as in S3.
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return nil, nil
 	}
 	if err != nil {
@@ -250,7 +288,7 @@ func (s *Store) List(_ context.Context, prefix string) ([]store.Entry, error) {
 	out := make([]store.Entry, 0, len(des))
 	for _, de := range des {
 		name := de.Name()
-		if strings.HasPrefix(name, tmpPrefix) || (prefix == "" && name == ".lock") {
+		if strings.HasPrefix(name, tmpPrefix) || (prefix == "" && name == lockName) {
 			continue
 		}
 		out = append(out, store.Entry{Name: name, Dir: de.IsDir()})
@@ -283,6 +321,7 @@ func (s *Store) CleanIncomplete(_ context.Context, prefix string, olderThan time
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		s.removeEmptyDirs(filepath.Dir(p))
 		n++
 		return nil
 	})

@@ -1,0 +1,92 @@
+package filestore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/storetest"
+)
+
+func open(t *testing.T) store.Store {
+	s, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, open)
+}
+
+// A writer that crashed mid-Put leaves its temp file; nobody sees it and
+// CleanIncomplete removes it once it is old enough.
+func TestCrashedWriterLeftovers(t *testing.T) {
+	ctx := t.Context()
+	root := t.TempDir()
+	s, err := filestore.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutBytes(ctx, s, "snap/done", []byte("x"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(root, "snap", ".tmp-big-0123456789ab")
+	fresh := filepath.Join(root, ".tmp-other-ba9876543210")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hourAgo := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(old, hourAgo, hourAgo); err != nil {
+		t.Fatal(err)
+	}
+	for prefix, want := range map[string][]store.Entry{
+		"":      {{Name: "snap", Dir: true}},
+		"snap/": {{Name: "done"}},
+	} {
+		got, err := s.List(ctx, prefix)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("List %q = %v, %v; want %v", prefix, got, err, want)
+		}
+	}
+	n, err := s.CleanIncomplete(ctx, "", 10*time.Minute)
+	if err != nil || n != 1 {
+		t.Errorf("CleanIncomplete older than 10m = %d, %v; want 1, nil", n, err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("old temp file still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temp file (a Put maybe still running) was removed: %v", err)
+	}
+	if n, err := s.CleanIncomplete(ctx, "", 0); err != nil || n != 1 {
+		t.Errorf("CleanIncomplete older than 0 = %d, %v; want 1, nil", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "snap", "done")); err != nil {
+		t.Errorf("complete object removed: %v", err)
+	}
+}
+
+// Names the store uses for itself are not keys: otherwise List would hide
+// such an object and CleanIncomplete would delete it.
+func TestReservedNames(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	for _, key := range []string{".tmp-x", "a/.tmp-snapshot", ".lock"} {
+		if _, err := store.PutBytes(ctx, s, key, []byte("x"), store.PutOptions{}); !errors.Is(err, store.ErrBadKey) {
+			t.Errorf("Put %q: %v, want ErrBadKey", key, err)
+		}
+	}
+	if _, err := store.PutBytes(ctx, s, "a/.lock", []byte("x"), store.PutOptions{}); err != nil {
+		t.Errorf("Put a/.lock: %v (only the top-level .lock is the store's)", err)
+	}
+}
