@@ -58,11 +58,17 @@ func stores(t *testing.T) map[string]func(t *testing.T) (store.Store, string, fu
 
 func s3Store(t *testing.T, srv *testenv.S3Server) (store.Store, string, func(string) string) {
 	u := srv.URL("backups/main")
+	return openURL(t, u, srv), u, srv.Env()
+}
+
+// openURL opens a store URL with srv's credentials.
+func openURL(t *testing.T, u string, srv *testenv.S3Server) store.Store {
+	t.Helper()
 	st, err := storeurl.Open(context.Background(), u, srv.Env())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, u, srv.Env()
+	return st
 }
 
 // dataset is what a test wrote, to compare after a restore.

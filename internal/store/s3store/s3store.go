@@ -91,7 +91,15 @@ func (s *Store) Stat(ctx context.Context, key string) (store.Info, error) {
 	}
 	oi, err := s.Client.StatObject(ctx, s.Bucket, s.Prefix+key, minio.StatObjectOptions{})
 	if err != nil {
-		return store.Info{}, mapErr("stat", key, err)
+		err = mapErr("stat", key, err)
+		// A HEAD answer has no body to tell a missing bucket from a
+		// missing key (MinIO adds a header, others do not): ask.
+		if errors.Is(err, store.ErrNotFound) {
+			if ok, berr := s.Client.BucketExists(ctx, s.Bucket); berr == nil && !ok {
+				return store.Info{}, mapErr("stat", key, minio.ErrorResponse{Code: "NoSuchBucket", StatusCode: http.StatusNotFound, BucketName: s.Bucket, Message: "The specified bucket does not exist"})
+			}
+		}
+		return store.Info{}, err
 	}
 	return store.Info{Key: key, Size: oi.Size, ETag: oi.ETag, Modified: oi.LastModified}, nil
 }
@@ -137,7 +145,13 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts store.Put
 	}
 	ui, err := s.core().PutObject(ctx, s.Bucket, s.Prefix+key, bytes.NewReader(first[:n]), int64(n), "", "", po)
 	if err != nil {
-		return store.Info{}, mapErr("put", key, err)
+		err = mapErr("put", key, err)
+		// S3 answers If-Match on a missing object with 404 NoSuchKey; to
+		// the caller the object is not the version it expected.
+		if opts.IfMatch != "" && errors.Is(err, store.ErrNotFound) {
+			return store.Info{}, fmt.Errorf("s3store: put %s: %w (the object does not exist)", key, store.ErrPrecondition)
+		}
+		return store.Info{}, err
 	}
 	return store.Info{Key: key, Size: int64(n), ETag: ui.ETag, Modified: ui.LastModified}, nil
 }
@@ -269,16 +283,26 @@ func (s *Store) CleanIncomplete(ctx context.Context, prefix string, olderThan ti
 	if err := store.CheckPrefix(prefix); err != nil {
 		return 0, err
 	}
+	ctx, cancel := context.WithCancel(ctx) // stops the listing on early return
+	defer cancel()
 	cutoff := time.Now().Add(-olderThan)
+	full := s.Prefix + prefix
 	n := 0
-	for u := range s.Client.ListIncompleteUploads(ctx, s.Bucket, s.Prefix+prefix, true) {
+	// List the whole bucket and filter here: MinIO lists uploads only for
+	// an exact object name when given a prefix (and, with none, those
+	// started since it last started; its own stale-upload expiry covers
+	// older ones).
+	for u := range s.Client.ListIncompleteUploads(ctx, s.Bucket, "", true) {
 		if u.Err != nil {
 			return n, mapErr("list uploads", prefix, u.Err)
 		}
-		if !u.Initiated.Before(cutoff) {
+		if !strings.HasPrefix(u.Key, full) || !u.Initiated.Before(cutoff) {
 			continue
 		}
 		if err := s.core().AbortMultipartUpload(ctx, s.Bucket, u.Key, u.UploadID); err != nil {
+			if errors.Is(mapErr("abort upload", u.Key, err), store.ErrNotFound) {
+				continue // completed or aborted meanwhile
+			}
 			return n, mapErr("abort upload", u.Key, err)
 		}
 		n++

@@ -16,6 +16,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
@@ -57,6 +58,9 @@ func openS3(u *url.URL, getenv func(string) string) (store.Store, error) {
 	bucket := u.Host
 	if bucket == "" {
 		return nil, fmt.Errorf("store URL %s: no bucket; expected s3://BUCKET[/PREFIX]", u.Redacted())
+	}
+	if err := s3utils.CheckValidBucketName(bucket); err != nil {
+		return nil, fmt.Errorf("store URL %s: bucket %q: %w", u.Redacted(), bucket, err)
 	}
 	q := u.Query()
 	endpoint, secure := "s3.amazonaws.com", true
