@@ -2,13 +2,13 @@ package integration
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"compress/gzip"
 	"strings"
 	"testing"
 
