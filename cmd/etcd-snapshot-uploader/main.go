@@ -48,6 +48,7 @@ func main() {
 		Flags: append(append([]cli.Flag{
 			cliflags.Store(),
 			&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/etcd_backup.prom)"},
+			&cli.IntFlag{Name: "gzip-level", Value: backup.DefaultGzipLevel, EnvVars: []string{"ETCDADM_GZIP_LEVEL"}, Usage: "1 (fastest, the default) to 9 (smallest)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "give up after this long"},
 			cliflags.LogLevel(),
 		}, cliflags.Etcd("https://127.0.0.1:2379")...), cliflags.Retention()...),
@@ -76,6 +77,7 @@ func run(c *cli.Context) error {
 			DailyDays:  c.Int("retain-daily-days"),
 		},
 		StaleAfter: c.Duration("stale-after"),
+		GzipLevel:  c.Int("gzip-level"),
 	}
 	if len(etcdCfg.Endpoints) != 1 {
 		return cli.Exit("--endpoints must name exactly the local member", exitConfig)

@@ -24,7 +24,14 @@ type Snapshot struct {
 	MinRevision int64
 	Member      string
 	ClusterSpec *etcdmanager.ClusterSpec
+	// GzipLevel: 1 (fastest) to 9 (smallest); 0 means DefaultGzipLevel.
+	GzipLevel int
 }
+
+// DefaultGzipLevel favours speed: etcd snapshots of Kubernetes objects
+// compress well at level 1 too, and the masters' CPU belongs to etcd and
+// the API server. See docs/benchmarks.md.
+const DefaultGzipLevel = 1
 
 // Result describes a completed backup.
 type Result struct {
@@ -51,13 +58,20 @@ func Write(ctx context.Context, st store.Store, snap Snapshot, now time.Time) (R
 	var gzSize countWriter
 	pr, pw := io.Pipe()
 	go func() {
-		zw := pgzip.NewWriter(io.MultiWriter(pw, gzHash, &gzSize))
+		level := snap.GzipLevel
+		if level == 0 {
+			level = DefaultGzipLevel
+		}
+		zw, err := pgzip.NewWriterLevel(io.MultiWriter(pw, gzHash, &gzSize), level)
+		if err != nil {
+			pw.CloseWithError(err)
+			return
+		}
 		if err := zw.SetConcurrency(gzipBlock, 2*runtime.GOMAXPROCS(0)); err != nil {
 			pw.CloseWithError(err)
 			return
 		}
-		_, err := io.Copy(zw, io.TeeReader(snap.Data, check))
-		if err != nil {
+		if _, err := io.Copy(zw, io.TeeReader(snap.Data, check)); err != nil {
 			zw.Close()
 			pw.CloseWithError(fmt.Errorf("read snapshot: %w", err))
 			return

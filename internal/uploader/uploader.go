@@ -38,6 +38,8 @@ type Config struct {
 	Retention  backup.Policy
 	SkipPrune  bool
 	StaleAfter time.Duration
+	// GzipLevel is passed to backup.Write (0: its default).
+	GzipLevel int
 }
 
 // Validate checks the configuration.
@@ -47,6 +49,9 @@ func (c Config) Validate() error {
 	}
 	if c.StaleAfter <= 0 {
 		return fmt.Errorf("uploader: --stale-after must be positive (how old an unfinished upload must be before it is removed)")
+	}
+	if c.GzipLevel < 0 || c.GzipLevel > 9 {
+		return fmt.Errorf("uploader: --gzip-level %d: use 1 (fastest) to 9 (smallest)", c.GzipLevel)
 	}
 	return c.Retention.Validate()
 }
@@ -112,9 +117,10 @@ func Run(ctx context.Context, cfg Config, cli Etcd, st store.Store, log *slog.Lo
 		return out, fmt.Errorf("%w: start snapshot: %w", ErrEtcd, err)
 	}
 	defer snap.Close()
-	log.Info("streaming snapshot", "member", out.LocalMember, "store", st.String(), "minRevision", gr.Header.Revision)
+	log.Info("streaming snapshot", "member", out.LocalMember, "store", st.String(), "minRevision", gr.Header.Revision, "dbSizeMiB", status.DbSize>>20)
 	res, err := backup.Write(ctx, st, backup.Snapshot{
-		Data:        snap,
+		Data:        newProgress(snap, status.DbSize, log),
+		GzipLevel:   cfg.GzipLevel,
 		EtcdVersion: status.Version,
 		MinRevision: gr.Header.Revision,
 		Member:      out.LocalMember,
