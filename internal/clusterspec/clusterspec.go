@@ -1,0 +1,259 @@
+// Package clusterspec is what the operator declares for a cluster: the
+// etcd-manager-compatible spec (control/etcd-cluster-spec: member count and
+// etcd version) and our own settings (etcdadm/settings.json: name, token,
+// DNS suffix, ports, TLS mode). It validates them and reads and writes them
+// in the store; every binary that acts on the cluster reads them from here.
+package clusterspec
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+// SettingsKey is where our settings live in the store.
+const SettingsKey = "etcdadm/settings.json"
+
+// Errors.
+var (
+	ErrNotSeeded = errors.New("the store holds no cluster spec: run 'etcdadm seed' first")
+	ErrInvalid   = errors.New("invalid cluster spec")
+	ErrConflict  = errors.New("the store already holds a different cluster spec")
+)
+
+// SupportedMinors are the etcd minor versions we run in place.
+var supportedMinors = map[string]bool{"3.5": true, "3.6": true, "3.7": true}
+
+var versionRE = regexp.MustCompile(`^(3\.[0-9]+)\.([0-9]+)$`)
+
+// Settings are ours, beside etcd-manager's spec.
+type Settings struct {
+	ClusterName string `json:"clusterName"`
+	// ClusterToken is etcd's --initial-cluster-token: it keeps members of
+	// two clusters from ever joining each other.
+	ClusterToken string `json:"clusterToken"`
+	// DNSSuffix: member NAME is reached as NAME.DNSSuffix ("" = by address).
+	DNSSuffix  string `json:"dnsSuffix,omitempty"`
+	ClientPort int    `json:"clientPort"`
+	PeerPort   int    `json:"peerPort"`
+	// BackupInterval for the snapshot timer, a systemd time span ("15min").
+	BackupInterval string `json:"backupInterval"`
+	// TLS is "mtls" (the default) or "insecure" (plaintext, tests only).
+	TLS string `json:"tls"`
+}
+
+// Cluster is the whole declaration.
+type Cluster struct {
+	Spec     etcdmanager.ClusterSpec
+	Settings Settings
+}
+
+// Defaults fills what the operator left out. The token is random, so two
+// clusters seeded with the same name still never mix.
+func (c *Cluster) Defaults() error {
+	s := &c.Settings
+	if s.ClusterName == "" {
+		s.ClusterName = "etcd"
+	}
+	if s.ClusterToken == "" {
+		var b [8]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		s.ClusterToken = s.ClusterName + "-" + hex.EncodeToString(b[:])
+	}
+	if s.ClientPort == 0 {
+		s.ClientPort = 2379
+	}
+	if s.PeerPort == 0 {
+		s.PeerPort = 2380
+	}
+	if s.BackupInterval == "" {
+		s.BackupInterval = "15min"
+	}
+	if s.TLS == "" {
+		s.TLS = "mtls"
+	}
+	return nil
+}
+
+// Validate returns the problems (errors) and the warnings of a declaration.
+func (c Cluster) Validate() (warnings []string, err error) {
+	var errs []error
+	n := c.Spec.MemberCount
+	switch {
+	case n < 1 || n > 7:
+		errs = append(errs, fmt.Errorf("memberCount %d: must be 1 to 7 (3 or 5 for production)", n))
+	case n%2 == 0:
+		warnings = append(warnings, fmt.Sprintf("memberCount %d is even: it tolerates no more failures than %d members and needs a bigger quorum; prefer %d", n, n-1, n+1))
+	}
+	if err := CheckVersion(c.Spec.EtcdVersion); err != nil {
+		errs = append(errs, err)
+	}
+	s := c.Settings
+	if s.TLS != "mtls" && s.TLS != "insecure" {
+		errs = append(errs, fmt.Errorf("tls %q: must be mtls or insecure", s.TLS))
+	}
+	for name, p := range map[string]int{"clientPort": s.ClientPort, "peerPort": s.PeerPort} {
+		if p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("%s %d: not a TCP port", name, p))
+		}
+	}
+	if s.ClientPort == s.PeerPort {
+		errs = append(errs, fmt.Errorf("clientPort and peerPort are both %d", s.ClientPort))
+	}
+	if s.ClusterToken == "" {
+		errs = append(errs, fmt.Errorf("clusterToken is empty"))
+	}
+	if len(errs) > 0 {
+		return warnings, fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return warnings, nil
+}
+
+// CheckVersion accepts the etcd versions we can run: 3.5.x, 3.6.x, 3.7.x.
+func CheckVersion(v string) error {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return fmt.Errorf("etcdVersion %q: not a version like 3.6.16 (no leading v)", v)
+	}
+	if !supportedMinors[m[1]] {
+		return fmt.Errorf("etcdVersion %q: etcd %s is not supported; use 3.5.x, 3.6.x or 3.7.x", v, m[1])
+	}
+	if _, err := strconv.Atoi(m[2]); err != nil {
+		return fmt.Errorf("etcdVersion %q: %w", v, err)
+	}
+	return nil
+}
+
+// Load reads and validates the declaration from the store.
+func Load(ctx context.Context, st store.Store) (Cluster, error) {
+	c, _, _, err := load(ctx, st)
+	return c, err
+}
+
+func load(ctx context.Context, st store.Store) (Cluster, string, string, error) {
+	sb, sinfo, err := store.GetBytes(ctx, st, etcdmanager.ClusterSpecKey, 1<<16)
+	if errors.Is(err, store.ErrNotFound) {
+		return Cluster{}, "", "", fmt.Errorf("%s: %w", st, ErrNotSeeded)
+	}
+	if err != nil {
+		return Cluster{}, "", "", fmt.Errorf("clusterspec: %w", err)
+	}
+	var c Cluster
+	if c.Spec, err = etcdmanager.ParseClusterSpec(sb); err != nil {
+		return Cluster{}, "", "", fmt.Errorf("%w: %w (fix it with 'etcdadm spec set')", ErrInvalid, err)
+	}
+	gb, ginfo, err := store.GetBytes(ctx, st, SettingsKey, 1<<16)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// A store seeded by etcd-manager: our defaults, a token from its name.
+		c.Settings.ClusterToken = "etcd-cluster"
+	case err != nil:
+		return Cluster{}, "", "", fmt.Errorf("clusterspec: %w", err)
+	default:
+		dec := json.NewDecoder(bytes.NewReader(gb))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c.Settings); err != nil {
+			return Cluster{}, "", "", fmt.Errorf("%w: %s: %w", ErrInvalid, SettingsKey, err)
+		}
+	}
+	if err := c.Defaults(); err != nil {
+		return Cluster{}, "", "", err
+	}
+	if _, err := c.Validate(); err != nil {
+		return Cluster{}, "", "", fmt.Errorf("%s in %s: %w", etcdmanager.ClusterSpecKey, st, err)
+	}
+	return c, sinfo.ETag, ginfo.ETag, nil
+}
+
+// Seed writes a new declaration. Re-seeding with the same spec is a no-op;
+// a different existing spec is kept unless force is set.
+func Seed(ctx context.Context, st store.Store, c Cluster, force bool) error {
+	if err := c.Defaults(); err != nil {
+		return err
+	}
+	if _, err := c.Validate(); err != nil {
+		return err
+	}
+	old, specTag, setTag, err := load(ctx, st)
+	switch {
+	case errors.Is(err, ErrNotSeeded):
+		// No spec yet, so nothing uses the settings: (re)write them.
+		return write(ctx, st, c, store.PutOptions{IfNoneMatch: true}, store.PutOptions{})
+	case err != nil && !force:
+		return fmt.Errorf("seed: the existing spec cannot be read (%w); pass --force to replace it", err)
+	case err != nil:
+		return write(ctx, st, c, store.PutOptions{}, store.PutOptions{})
+	}
+	if old.Spec == c.Spec && old.Settings.ClusterName == c.Settings.ClusterName {
+		return nil
+	}
+	if !force {
+		return fmt.Errorf("seed: %w (%d members, etcd %s); pass --force to replace it, or use 'etcdadm spec set'", ErrConflict, old.Spec.MemberCount, old.Spec.EtcdVersion)
+	}
+	c.Settings.ClusterToken = old.Settings.ClusterToken // never change a running cluster's token
+	return write(ctx, st, c, casOn(specTag), casOn(setTag))
+}
+
+// SetSpec changes member count and/or version (0 / "" keep the current
+// value), with a compare-and-swap so concurrent edits cannot be lost.
+func SetSpec(ctx context.Context, st store.Store, members int32, version string) (Cluster, []string, error) {
+	c, specTag, _, err := load(ctx, st)
+	if err != nil {
+		return Cluster{}, nil, err
+	}
+	if members != 0 {
+		c.Spec.MemberCount = members
+	}
+	if version != "" {
+		c.Spec.EtcdVersion = version
+	}
+	warnings, err := c.Validate()
+	if err != nil {
+		return Cluster{}, warnings, err
+	}
+	b, err := etcdmanager.MarshalClusterSpec(c.Spec)
+	if err != nil {
+		return Cluster{}, nil, err
+	}
+	if _, err := store.PutBytes(ctx, st, etcdmanager.ClusterSpecKey, b, casOn(specTag)); err != nil {
+		return Cluster{}, nil, fmt.Errorf("spec set: %w", err)
+	}
+	return c, warnings, nil
+}
+
+func casOn(etag string) store.PutOptions {
+	if etag == "" {
+		return store.PutOptions{IfNoneMatch: true}
+	}
+	return store.PutOptions{IfMatch: etag}
+}
+
+// Settings first: a spec is what makes a store "seeded".
+func write(ctx context.Context, st store.Store, c Cluster, specOpts, setOpts store.PutOptions) error {
+	gb, err := json.MarshalIndent(c.Settings, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := store.PutBytes(ctx, st, SettingsKey, gb, setOpts); err != nil {
+		return fmt.Errorf("seed: write %s: %w", SettingsKey, err)
+	}
+	sb, err := etcdmanager.MarshalClusterSpec(c.Spec)
+	if err != nil {
+		return err
+	}
+	if _, err := store.PutBytes(ctx, st, etcdmanager.ClusterSpecKey, sb, specOpts); err != nil {
+		return fmt.Errorf("seed: write %s: %w", etcdmanager.ClusterSpecKey, err)
+	}
+	return nil
+}
