@@ -198,4 +198,3 @@ func incomplete(t *testing.T, ctx context.Context, cli *minio.Client, bucket, pr
 	}
 	return out
 }
-
