@@ -39,6 +39,9 @@ type Store struct {
 	PartSize    int
 	Concurrency int
 	url         string
+
+	versioningOnce sync.Once
+	versioned      bool
 }
 
 // New wraps a configured minio client. url is used for String and must not
@@ -248,11 +251,39 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := store.CheckKey(key); err != nil {
 		return err
 	}
-	err := s.Client.RemoveObject(ctx, s.Bucket, s.Prefix+key, minio.RemoveObjectOptions{})
+	obj := s.Prefix + key
+	if s.isVersioned(ctx) {
+		// A plain delete on a versioned bucket only adds a delete marker
+		// and keeps paying for the data: remove every version of exactly
+		// this key (one listing per deleted key).
+		for v := range s.Client.ListObjects(ctx, s.Bucket, minio.ListObjectsOptions{Prefix: obj, WithVersions: true, Recursive: true}) {
+			if v.Err != nil {
+				return mapErr("list versions of", key, v.Err)
+			}
+			if v.Key != obj {
+				continue
+			}
+			if err := s.Client.RemoveObject(ctx, s.Bucket, obj, minio.RemoveObjectOptions{VersionID: v.VersionID}); err != nil {
+				return mapErr("delete version of", key, err)
+			}
+		}
+		return nil
+	}
+	err := s.Client.RemoveObject(ctx, s.Bucket, obj, minio.RemoveObjectOptions{})
 	if err != nil && minio.ToErrorResponse(err).Code != "NoSuchKey" {
 		return mapErr("delete", key, err)
 	}
 	return nil
+}
+
+// isVersioned asks once whether the bucket keeps versions. Servers that
+// do not implement the call (or deny it) are treated as unversioned.
+func (s *Store) isVersioned(ctx context.Context) bool {
+	s.versioningOnce.Do(func() {
+		cfg, err := s.Client.GetBucketVersioning(ctx, s.Bucket)
+		s.versioned = err == nil && (cfg.Enabled() || cfg.Suspended())
+	})
+	return s.versioned
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {

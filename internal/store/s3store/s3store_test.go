@@ -198,3 +198,36 @@ func incomplete(t *testing.T, ctx context.Context, cli *minio.Client, bucket, pr
 	}
 	return out
 }
+
+// TestVersionedBucketDeleteRemovesData: on a versioned bucket a delete
+// must remove the data, not just add a delete marker.
+func TestVersionedBucketDeleteRemovesData(t *testing.T) {
+	srv := testenv.StartMinIO(t)
+	mc := srv.Client(t)
+	ctx := t.Context()
+	if err := mc.EnableVersioning(ctx, srv.Bucket); err != nil {
+		t.Fatalf("enable versioning: %v", err)
+	}
+	st := openURL(t, srv.URL("v"), srv.Env())
+	for i := range 3 { // three versions of one key, and a neighbour
+		if _, err := store.PutBytes(ctx, st, "b/etcd.backup.gz", []byte(fmt.Sprint(i)), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.PutBytes(ctx, st, "b/etcd.backup.gz.keep", []byte("x"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, "b/etcd.backup.gz"); err != nil {
+		t.Fatal(err)
+	}
+	versions := map[string]int{}
+	for v := range mc.ListObjects(ctx, srv.Bucket, minio.ListObjectsOptions{Prefix: "v/", WithVersions: true, Recursive: true}) {
+		if v.Err != nil {
+			t.Fatal(v.Err)
+		}
+		versions[v.Key]++
+	}
+	if versions["v/b/etcd.backup.gz"] != 0 || versions["v/b/etcd.backup.gz.keep"] != 1 {
+		t.Fatalf("versions left after delete: %v", versions)
+	}
+}
