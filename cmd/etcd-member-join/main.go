@@ -1,0 +1,145 @@
+// Command etcd-member-join decides, every time the host starts, what the
+// local etcd member must do (found, join, rejoin, replace or stand by),
+// writes etcd's environment file and starts etcd.service over D-Bus.
+// "etcd-member-join reconcile" shrinks the cluster to the spec.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
+)
+
+const description = `Runs as a oneshot before etcd.service. From the store (spec, settings, peer
+registry, initial plan), the data directory and etcd itself it decides:
+
+  found    no cluster yet: register, wait for a quorum of founders, agree on one
+           initial member plan, start etcd with state "new"
+  join     the cluster has room: add this member as a learner, start, promote
+  rejoin   the data directory holds this member: start
+  replace  this member exists but its data is gone: back up, remove it, join
+  standby  the cluster is full: leave membership alone (exit 0; re-run later)
+
+Membership changes take a lock in etcd; one learner at a time; never a removal
+that loses quorum. Safe to re-run at any point. Exit codes: 0 done or standby,
+1 failed, 2 bad configuration.`
+
+func main() {
+	flags := []cli.Flag{
+		cliflags.Store(),
+		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env)"},
+		&cli.StringFlag{Name: "host", EnvVars: []string{"ETCDADM_HOST"}, Usage: "how peers reach this host: address or DNS name (default: NAME.<dnsSuffix>, else the hostname)"},
+		&cli.StringFlag{Name: "listen-host", EnvVars: []string{"ETCDADM_LISTEN_HOST"}, Usage: "address etcd listens on (default: all)"},
+		&cli.StringSliceFlag{Name: "ip", EnvVars: []string{"ETCDADM_IPS"}, Usage: "this host's addresses, for the certificates' SANs"},
+		&cli.IntFlag{Name: "client-port", EnvVars: []string{"ETCDADM_CLIENT_PORT"}, Usage: "override the cluster's client port"},
+		&cli.IntFlag{Name: "peer-port", EnvVars: []string{"ETCDADM_PEER_PORT"}, Usage: "override the cluster's peer port"},
+		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
+		&cli.StringFlag{Name: "etcd-user", Value: "etcd", EnvVars: []string{"ETCDADM_ETCD_USER"}, Usage: "user that owns keys and data (from sysusers.d); empty: leave ownership alone"},
+		&cli.StringFlag{Name: "unit", Value: "etcd.service", EnvVars: []string{"ETCDADM_ETCD_UNIT"}, Usage: "the etcd unit to start"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
+		cliflags.LogLevel(),
+	}
+	app := &cli.App{
+		Name:        "etcd-member-join",
+		Usage:       "bring this host's etcd member into the cluster",
+		Description: description,
+		Flags:       flags,
+		Action:      func(c *cli.Context) error { return run(c, false) },
+		Commands: []*cli.Command{{
+			Name:        "reconcile",
+			Usage:       "shrink the cluster to the spec's member count (timer; one host acts at a time)",
+			Description: "Removes surplus members one at a time after a backup: unhealthy first, then the highest names; moves leadership away before removing the leader; refuses anything that would lose quorum.",
+			Flags:       flags,
+			Action:      func(c *cli.Context) error { return run(c, true) },
+		}},
+		HideHelpCommand: true,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "etcd-member-join:", err)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			os.Exit(ec.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+func run(c *cli.Context, reconcile bool) error {
+	log := cliflags.Logger(c).With("component", "member-join")
+	cfg := member.Config{
+		Name: c.String("name"), Host: c.String("host"), ListenHost: c.String("listen-host"),
+		ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
+		Root: c.String("root"), Timeout: c.Duration("timeout"),
+		Owner: pki.Owner{UID: -1, GID: -1},
+	}
+	for _, s := range c.StringSlice("ip") {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return cli.Exit(fmt.Sprintf("--ip %q is not an IP address", s), 2)
+		}
+		cfg.IPs = append(cfg.IPs, ip)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cli.Exit(err, 2)
+	}
+	if u := c.String("etcd-user"); u != "" {
+		owner, err := lookupOwner(u)
+		if err != nil {
+			return cli.Exit(err, 2)
+		}
+		cfg.Owner = owner
+	}
+	st, err := cliflags.OpenStore(c)
+	if err != nil {
+		return cli.Exit(err, 2)
+	}
+	ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout+time.Minute)
+	defer cancel()
+	svc, err := systemd.New(ctx, c.String("unit"))
+	if err != nil {
+		return err
+	}
+	defer svc.Conn.Close()
+	deps := member.Deps{Store: st, Service: svc, Log: log, Now: time.Now}
+	if reconcile {
+		removed, err := member.Reconcile(ctx, cfg, deps)
+		if err != nil {
+			return err
+		}
+		log.Info(fmt.Sprintf("reconciled: removed %d surplus members %v", len(removed), removed))
+		return nil
+	}
+	res, err := member.Run(ctx, cfg, deps)
+	if err != nil {
+		return err
+	}
+	logResult(log, res)
+	return nil
+}
+
+func logResult(log *slog.Logger, res member.Result) {
+	log.Info(fmt.Sprintf("%s: %s", res.Action, res.Reason), "peerURL", res.Member.PeerURL, "clientURL", res.Member.ClientURL)
+}
+
+func lookupOwner(name string) (pki.Owner, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return pki.Owner{}, fmt.Errorf("user %q: %w (it comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return pki.Owner{UID: uid, GID: gid}, nil
+}

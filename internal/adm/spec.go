@@ -1,0 +1,128 @@
+package adm
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+)
+
+func seedCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "seed",
+		Usage: "declare a new cluster in the store: member count, etcd version, settings",
+		Description: `Writes control/etcd-cluster-spec (etcd-manager's format) and our settings
+(etcdadm/settings.json). Hosts booting with this store then found the cluster.
+Re-running with the same values changes nothing; a different existing spec is
+kept unless --force (use 'etcdadm spec set' to resize or change versions).
+Run 'etcdadm pki init' too, unless the cluster uses --tls=insecure.`,
+		Flags: []cli.Flag{
+			cliflags.Store(),
+			&cli.IntFlag{Name: "members", Required: true, Usage: "number of voting members: 1, 3 or 5 (1 to 7 allowed)"},
+			&cli.StringFlag{Name: "version", Required: true, Usage: "etcd version, e.g. 3.6.16 (3.5.x, 3.6.x, 3.7.x)"},
+			&cli.StringFlag{Name: "cluster-name", Value: "etcd", Usage: "cluster name (prefix of the initial cluster token)"},
+			&cli.StringFlag{Name: "dns-suffix", Usage: "members are reached as NAME.SUFFIX (e.g. internal.prod.example.com); empty: by host address"},
+			&cli.IntFlag{Name: "client-port", Value: 2379},
+			&cli.IntFlag{Name: "peer-port", Value: 2380},
+			&cli.StringFlag{Name: "backup-interval", Value: "15min", Usage: "how often the snapshot timer runs (systemd time span)"},
+			&cli.StringFlag{Name: "tls", Value: "mtls", Usage: "mtls, or insecure (plaintext; test clusters only)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace a different existing spec (the cluster token is kept)"},
+		},
+		Action: func(c *cli.Context) error {
+			st, err := cliflags.OpenStore(c)
+			if err != nil {
+				return err
+			}
+			cl := clusterspec.Cluster{
+				Spec: etcdmanager.ClusterSpec{MemberCount: int32(c.Int("members")), EtcdVersion: c.String("version")},
+				Settings: clusterspec.Settings{
+					ClusterName: c.String("cluster-name"), DNSSuffix: c.String("dns-suffix"),
+					ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
+					BackupInterval: c.String("backup-interval"), TLS: c.String("tls"),
+				},
+			}
+			if err := cl.Defaults(); err != nil {
+				return err
+			}
+			warnings, err := cl.Validate()
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("%v\nNothing was written.", err), 2)
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(c.App.ErrWriter, "warning:", w)
+			}
+			if cl.Settings.TLS == "insecure" {
+				fmt.Fprintln(c.App.ErrWriter, "warning: --tls=insecure: etcd traffic will be plaintext and unauthenticated")
+			}
+			if err := clusterspec.Seed(c.Context, st, cl, c.Bool("force")); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "seeded %s: %d members, etcd %s\n", st, cl.Spec.MemberCount, cl.Spec.EtcdVersion)
+			return nil
+		},
+	}
+}
+
+func specCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "spec",
+		Usage: "show or change the cluster spec",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "show",
+				Usage: "print the spec and settings",
+				Flags: []cli.Flag{cliflags.Store(), outputFlag()},
+				Action: func(c *cli.Context) error {
+					st, err := cliflags.OpenStore(c)
+					if err != nil {
+						return err
+					}
+					cl, err := clusterspec.Load(c.Context, st)
+					if err != nil {
+						return err
+					}
+					if c.String("output") == "json" {
+						return writeJSON(c.App.Writer, cl)
+					}
+					s := cl.Settings
+					fmt.Fprintf(c.App.Writer, "members:         %d\netcd version:    %s\ncluster name:    %s\ndns suffix:      %s\nports:           client %d, peer %d\nbackup interval: %s\ntls:             %s\n",
+						cl.Spec.MemberCount, cl.Spec.EtcdVersion, s.ClusterName, s.DNSSuffix, s.ClientPort, s.PeerPort, s.BackupInterval, s.TLS)
+					return nil
+				},
+			},
+			{
+				Name:  "set",
+				Usage: "change the member count or the etcd version",
+				Description: `Hosts converge on the new spec: more members join from standby hosts on their
+next member-join run; fewer are removed by the reconcile timer, one at a time
+after a backup.`,
+				Flags: []cli.Flag{
+					cliflags.Store(),
+					&cli.IntFlag{Name: "members", Usage: "new member count"},
+					&cli.StringFlag{Name: "version", Usage: "new etcd version"},
+				},
+				Action: func(c *cli.Context) error {
+					if c.Int("members") == 0 && c.String("version") == "" {
+						return cli.Exit("nothing to change: pass --members and/or --version", 2)
+					}
+					st, err := cliflags.OpenStore(c)
+					if err != nil {
+						return err
+					}
+					cl, warnings, err := clusterspec.SetSpec(c.Context, st, int32(c.Int("members")), c.String("version"))
+					for _, w := range warnings {
+						fmt.Fprintln(c.App.ErrWriter, "warning:", w)
+					}
+					if err != nil {
+						return cli.Exit(fmt.Sprintf("%v\nNothing was changed.", err), 2)
+					}
+					fmt.Fprintf(c.App.Writer, "spec: %d members, etcd %s\n", cl.Spec.MemberCount, cl.Spec.EtcdVersion)
+					return nil
+				},
+			},
+		},
+	}
+}

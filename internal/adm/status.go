@@ -1,0 +1,170 @@
+package adm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/status"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+func optionalStore() cli.Flag {
+	return &cli.StringFlag{Name: "store", EnvVars: []string{"ETCDADM_STORE"}, Usage: "the shared store, to show the last backup (optional)"}
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "members, leader, learners, versions, database size, alarms, last backup",
+		Description: `Asks every member for its status. On a master the defaults reach the local
+member with its client certificate (/etc/etcd/pki); elsewhere pass --endpoints
+and a client certificate from 'etcdadm pki issue-client'. With --store (or
+ETCDADM_STORE) it also shows the age of the last backup.`,
+		Flags:  append([]cli.Flag{optionalStore(), outputFlag()}, cliflags.Etcd("https://127.0.0.1:2379")...),
+		Action: statusAction,
+	}
+}
+
+func statusAction(c *cli.Context) error {
+	cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+	if err != nil {
+		return err
+	}
+	defer cli3.Close()
+	var st store.Store
+	if c.String("store") != "" {
+		if st, err = cliflags.OpenStore(c); err != nil {
+			return err
+		}
+	}
+	r, err := status.Collect(c.Context, cli3, st, time.Now())
+	if err != nil {
+		return err
+	}
+	if c.String("output") == "json" {
+		return writeJSON(c.App.Writer, r)
+	}
+	w := c.App.Writer
+	healthy, voters := 0, 0
+	for _, m := range r.Members {
+		if !m.Learner {
+			voters++
+			if m.Healthy {
+				healthy++
+			}
+		}
+	}
+	fmt.Fprintf(w, "cluster %s: %d/%d voting members healthy\n\n", r.ClusterID, healthy, voters)
+	printMembers(w, r.Members)
+	if len(r.Alarms) > 0 {
+		fmt.Fprintf(w, "\nALARMS: %s\n", strings.Join(r.Alarms, "; "))
+	}
+	if st != nil {
+		if r.LastBackup == "" {
+			fmt.Fprintln(w, "\nlast backup: none")
+		} else {
+			fmt.Fprintf(w, "\nlast backup: %s (%s ago)\n", r.LastBackup, humanAge(r.BackupAge))
+		}
+	}
+	return nil
+}
+
+func printMembers(w interface{ Write([]byte) (int, error) }, ms []status.Member) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tVERSION\tDB SIZE\tIN USE\tPEER URL")
+	for _, m := range ms {
+		role := "follower"
+		switch {
+		case m.Learner:
+			role = "learner"
+		case m.Leader:
+			role = "LEADER"
+		}
+		health := "healthy"
+		if !m.Healthy {
+			health = "UNHEALTHY"
+			if m.Error != "" {
+				health += ": " + firstLine(m.Error)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.ID, role, health, m.Version, humanBytes(m.DBSize), humanBytes(m.DBInUse), strings.Join(m.PeerURLs, ","))
+	}
+	tw.Flush()
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}
+
+func memberCommand() *cli.Command {
+	flags := append([]cli.Flag{outputFlag()}, cliflags.Etcd("https://127.0.0.1:2379")...)
+	return &cli.Command{
+		Name:  "member",
+		Usage: "list or remove etcd members",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "list",
+				Usage: "list members with their role and health",
+				Flags: flags,
+				Action: func(c *cli.Context) error {
+					cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+					if err != nil {
+						return err
+					}
+					defer cli3.Close()
+					_, ms, err := status.Members(c.Context, cli3)
+					if err != nil {
+						return err
+					}
+					if c.String("output") == "json" {
+						return writeJSON(c.App.Writer, ms)
+					}
+					printMembers(c.App.Writer, ms)
+					return nil
+				},
+			},
+			{
+				Name:      "remove",
+				Usage:     "remove a member (refused if the cluster would lose quorum)",
+				ArgsUsage: "NAME|ID",
+				Description: `Removes one member. Refused when the healthy members left would be fewer than
+the quorum of the smaller cluster. The removed host's next member-join run
+moves its old data aside and stands by. To shrink a cluster for good, lower
+memberCount with 'etcdadm spec set' instead, or the host will join again.`,
+				Flags: flags,
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return cli.Exit("usage: etcdadm member remove NAME|ID", 2)
+					}
+					cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+					if err != nil {
+						return err
+					}
+					defer cli3.Close()
+					removed, err := member.Remove(c.Context, cli3, c.Args().First())
+					if errors.Is(err, member.ErrUnsafe) {
+						return cli.Exit(err, 1)
+					}
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "removed member %s\n", removed)
+					return nil
+				},
+			},
+		},
+	}
+}
+

@@ -1,0 +1,131 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Reconcile shrinks the cluster to the spec's member count: one member at
+// a time, after a backup, unhealthy members first, moving leadership away
+// before the leader is removed, never below quorum. Any host may run it
+// (from a timer); the membership lock makes one act at a time. It returns
+// the names it removed.
+func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	j, cli, err := connect(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	unlock, err := j.lock(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	want := int(j.cluster.Spec.MemberCount)
+	var removed []string
+	backedUp := false
+	for {
+		ml, err := cli.MemberList(ctx)
+		if err != nil {
+			return removed, fmt.Errorf("reconcile: member list: %w", err)
+		}
+		var voters []*etcdserverpb.Member
+		for _, m := range ml.Members {
+			if !m.IsLearner {
+				voters = append(voters, m)
+			}
+		}
+		if len(voters) <= want {
+			return removed, nil
+		}
+		if !backedUp {
+			if err := j.backup(ctx, cli); err != nil {
+				return removed, fmt.Errorf("reconcile: backup before shrinking: %w", err)
+			}
+			backedUp = true
+		}
+		healthy := map[uint64]bool{}
+		nHealthy := 0
+		for _, m := range voters {
+			if healthy[m.ID] = j.healthy(ctx, m); healthy[m.ID] {
+				nHealthy++
+			}
+		}
+		// Unhealthy first, then the highest name: etcd-e before etcd-d.
+		sort.Slice(voters, func(a, b int) bool {
+			if healthy[voters[a].ID] != healthy[voters[b].ID] {
+				return !healthy[voters[a].ID]
+			}
+			return voters[a].Name > voters[b].Name
+		})
+		victim := voters[0]
+		left := nHealthy
+		if healthy[victim.ID] {
+			left--
+		}
+		if need := (len(voters)-1)/2 + 1; left < need {
+			return removed, fmt.Errorf("reconcile: %w: removing %s leaves %d healthy members, %d needed", ErrUnsafe, victim.Name, left, need)
+		}
+		if err := j.moveLeaderOff(ctx, cli, victim, voters, healthy); err != nil {
+			return removed, err
+		}
+		if err := j.removeMember(ctx, cli, victim.ID); err != nil {
+			return removed, fmt.Errorf("reconcile: remove %s: %w", victim.Name, err)
+		}
+		j.log.Info("removed surplus member", "removed", victim.Name, "members", len(voters)-1, "want", want)
+		removed = append(removed, victim.Name)
+	}
+}
+
+// moveLeaderOff hands leadership to a healthy member if victim leads.
+func (j *joiner) moveLeaderOff(ctx context.Context, cli *clientv3.Client, victim *etcdserverpb.Member, voters []*etcdserverpb.Member, healthy map[uint64]bool) error {
+	if len(victim.ClientURLs) == 0 {
+		return nil
+	}
+	st, err := cli.Status(ctx, victim.ClientURLs[0])
+	if err != nil || st.Leader != victim.ID {
+		return nil // not reachable or not the leader: nothing to hand over
+	}
+	for _, m := range voters {
+		if m.ID == victim.ID || !healthy[m.ID] {
+			continue
+		}
+		lc, err := j.client(victim.ClientURLs)
+		if err != nil {
+			return err
+		}
+		err = j.retry(ctx, "move leader", func() error { _, err := lc.MoveLeader(ctx, m.ID); return err })
+		lc.Close()
+		if err != nil {
+			return fmt.Errorf("reconcile: move leadership from %s to %s: %w", victim.Name, m.Name, err)
+		}
+		j.log.Info("moved leadership before removing the leader", "from", victim.Name, "to", m.Name)
+		return nil
+	}
+	return fmt.Errorf("reconcile: %w: no healthy member to take over leadership from %s", ErrUnsafe, victim.Name)
+}
+
+// connect loads the cluster and opens a client to the registered members.
+func connect(ctx context.Context, cfg Config, d Deps) (*joiner, *clientv3.Client, error) {
+	j, err := newJoiner(ctx, cfg, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	eps, err := j.clusterEndpoints(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, err := j.client(append(eps, j.me.ClientURL))
+	if err != nil {
+		return nil, nil, err
+	}
+	return j, cli, nil
+}

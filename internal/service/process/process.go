@@ -1,0 +1,133 @@
+// Package process is the service.Manager that runs etcd as a child
+// process: for tests and the local demo, where there is no systemd. It
+// reads the same environment file the etcd unit uses.
+package process
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/service"
+)
+
+var _ service.Manager = (*Runner)(nil)
+
+// Runner runs one etcd.
+type Runner struct {
+	EtcdBin string
+	EnvFile string
+	LogFile string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts etcd with the environment file's variables.
+func (r *Runner) Start(ctx context.Context, restart bool) error {
+	r.mu.Lock()
+	running := r.cmd != nil && !isDone(r.done)
+	r.mu.Unlock()
+	if running && !restart {
+		return nil
+	}
+	if running {
+		if err := r.Stop(ctx); err != nil {
+			return err
+		}
+	}
+	env, err := ReadEnvFile(r.EnvFile)
+	if err != nil {
+		return err
+	}
+	log, err := os.OpenFile(r.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("process: %w", err)
+	}
+	cmd := exec.Command(r.EtcdBin)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("process: start %s: %w", r.EtcdBin, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); log.Close(); close(done) }()
+	r.mu.Lock()
+	r.cmd, r.done = cmd, done
+	r.mu.Unlock()
+	return nil
+}
+
+// Stop sends SIGTERM and waits (up to 30 s, then SIGKILL).
+func (r *Runner) Stop(ctx context.Context) error { return r.signal(ctx, syscall.SIGTERM) }
+
+// Kill ends etcd at once, like a power failure (tests).
+func (r *Runner) Kill(ctx context.Context) error { return r.signal(ctx, syscall.SIGKILL) }
+
+func (r *Runner) signal(ctx context.Context, sig syscall.Signal) error {
+	r.mu.Lock()
+	cmd, done := r.cmd, r.done
+	r.mu.Unlock()
+	if cmd == nil || isDone(done) {
+		return nil
+	}
+	cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+// Active reports whether the child is running.
+func (r *Runner) Active(context.Context) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cmd != nil && !isDone(r.done), nil
+}
+
+func isDone(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// ReadEnvFile reads KEY=VALUE lines as systemd's EnvironmentFile= does
+// for the simple files we write (no quoting, # comments).
+func ReadEnvFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	defer f.Close()
+	var env []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !strings.Contains(line, "=") {
+			return nil, fmt.Errorf("process: %s: malformed line %q", path, line)
+		}
+		env = append(env, line)
+	}
+	return env, sc.Err()
+}
