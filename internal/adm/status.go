@@ -167,4 +167,3 @@ memberCount with 'etcdadm spec set' instead, or the host will join again.`,
 		},
 	}
 }
-

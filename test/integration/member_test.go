@@ -245,7 +245,9 @@ func TestJoinBadInputsChangeNothing(t *testing.T) {
 		}, pki.ErrNoCA},
 		{"store unreachable", func(t *testing.T) store.Store {
 			st, err := storeurl.Open(ctxT(t), "s3://etcd-backups?endpoint=http://127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)),
-				func(k string) string { return map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}[k] })
+				func(k string) string {
+					return map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}[k]
+				})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -79,8 +79,8 @@ func testPKIWithEtcd(t *testing.T, version string) {
 	member = clientTLS(t, files.CACert, files.ClientCert, files.ClientKey)
 	serverAfter := presented(t, m.ClientURL, member)
 	peerAfter := presented(t, m.PeerURL, member)
-	serverReloaded := !sameSerial(serverAfter, serverBefore) && sameSerial(serverAfter, fileSerial(t, files.ServerCert))
-	peerReloaded := !sameSerial(peerAfter, peerBefore) && sameSerial(peerAfter, fileSerial(t, files.PeerCert))
+	serverReloaded := !sameSerial(serverAfter, serverBefore.SerialNumber) && sameSerial(serverAfter, fileSerial(t, files.ServerCert))
+	peerReloaded := !sameSerial(peerAfter, peerBefore.SerialNumber) && sameSerial(peerAfter, fileSerial(t, files.PeerCert))
 	t.Logf("etcd %s: renewed server certificate served without restart: %v; renewed peer certificate: %v", version, serverReloaded, peerReloaded)
 	if !serverReloaded || !peerReloaded {
 		t.Errorf("etcd %s serves the old certificates after renewal (server reloaded %v, peer %v): the renewal timer would need to restart etcd", version, serverReloaded, peerReloaded)
