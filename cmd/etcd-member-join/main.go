@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -40,7 +41,7 @@ that loses quorum. Safe to re-run at any point. Exit codes: 0 done or standby,
 func main() {
 	flags := []cli.Flag{
 		cliflags.Store(),
-		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env)"},
+		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
 		&cli.StringFlag{Name: "host", EnvVars: []string{"ETCDADM_HOST"}, Usage: "how peers reach this host: address or DNS name (default: NAME.<dnsSuffix>, else the hostname)"},
 		&cli.StringFlag{Name: "listen-host", EnvVars: []string{"ETCDADM_LISTEN_HOST"}, Usage: "address etcd listens on (default: all)"},
 		&cli.StringSliceFlag{Name: "ip", EnvVars: []string{"ETCDADM_IPS"}, Usage: "this host's addresses, for the certificates' SANs"},
@@ -79,8 +80,16 @@ func main() {
 
 func run(c *cli.Context, reconcile bool) error {
 	log := cliflags.Logger(c).With("component", "member-join")
+	name := c.String("name")
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("no --name and no hostname: %v", err), 2)
+		}
+		name, _, _ = strings.Cut(h, ".")
+	}
 	cfg := member.Config{
-		Name: c.String("name"), Host: c.String("host"), ListenHost: c.String("listen-host"),
+		Name: name, Host: c.String("host"), ListenHost: c.String("listen-host"),
 		ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
 		Root: c.String("root"), Timeout: c.Duration("timeout"),
 		Owner: pki.Owner{UID: -1, GID: -1},
