@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/big"
@@ -264,5 +265,102 @@ func kv(t *testing.T, m *testenv.EtcdMember, cfg *tls.Config, key string) {
 	gr, err := cli.Get(ctx, key)
 	if err != nil || len(gr.Kvs) != 1 || string(gr.Kvs[0].Value) != "v" {
 		t.Fatalf("get %s: %v %v", key, gr, err)
+	}
+}
+
+// TestPKICommands drives 'etcdadm pki' the way its --help describes it.
+func TestPKICommands(t *testing.T) {
+	storeDir := t.TempDir()
+	url := "file://" + storeDir
+	etcdadm := func(args ...string) result { return runBin(t, nil, "etcdadm", args...) }
+
+	if r := etcdadm("pki", "show", "--store", url); r.code == 0 || !strings.Contains(r.stderr, "etcdadm pki init") {
+		t.Fatalf("show without a CA: %+v", r)
+	}
+	if r := etcdadm("pki", "init", "--store", url, "--algorithm", "dsa"); r.code != 2 || !strings.Contains(r.stderr, "use ecdsa or rsa") {
+		t.Fatalf("init with a bad algorithm: %+v", r)
+	}
+	if r := etcdadm("pki", "init", "--store", url); r.code != 0 || !strings.Contains(r.stdout, "created the cluster CA") || !strings.Contains(r.stdout, "ECDSA P-256") {
+		t.Fatalf("init: %+v", r)
+	}
+	caFiles := func() string {
+		a, _ := os.ReadFile(filepath.Join(storeDir, pki.CACertKey))
+		b, _ := os.ReadFile(filepath.Join(storeDir, pki.CAKeyKey))
+		return string(a) + string(b)
+	}
+	before := caFiles()
+	if r := etcdadm("pki", "init", "--store", url, "--algorithm", "rsa"); r.code != 0 || !strings.Contains(r.stdout, "already holds") || !strings.Contains(r.stdout, "were not used") {
+		t.Fatalf("second init: %+v", r)
+	}
+	if caFiles() != before {
+		t.Fatal("second init changed the CA")
+	}
+
+	out := filepath.Join(t.TempDir(), "kube")
+	r := etcdadm("pki", "issue-client", "kube-apiserver-etcd-client", "--store", url, "--out-dir", out, "--validity", "2h")
+	if r.code != 0 || !strings.Contains(r.stdout, "wrote "+filepath.Join(out, "kube-apiserver-etcd-client.crt")) || strings.Contains(r.stdout+r.stderr, "PRIVATE KEY") {
+		t.Fatalf("issue-client: %+v", r)
+	}
+	for name, mode := range map[string]os.FileMode{"kube-apiserver-etcd-client.crt": 0o644, "kube-apiserver-etcd-client.key": 0o600, "ca.crt": 0o644} {
+		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v", name, fi, err)
+		}
+	}
+	if r := etcdadm("pki", "issue-client", "kube-apiserver-etcd-client", "--store", url, "--out-dir", out); r.code != 0 || !strings.Contains(r.stdout, "kept") {
+		t.Fatalf("issue-client again: %+v", r)
+	}
+	if r := etcdadm("pki", "issue-client", "server", "--store", url, "--out-dir", out); r.code == 0 || !strings.Contains(r.stderr, "pick another name") {
+		t.Fatalf("issue-client server: %+v", r)
+	}
+	if r := etcdadm("pki", "renew", "--store", url, "--dir", out); r.code != 0 || !strings.Contains(r.stdout, "nothing due") {
+		t.Fatalf("renew with nothing due: %+v", r)
+	}
+
+	// A member directory with certificates due, and one of another CA.
+	st, err := filestore.New(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.LoadCA(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mdir := filepath.Join(t.TempDir(), "pki")
+	if err := ca.IssueMember(mdir, pki.MemberRequest{Name: "m0", Validity: shortValidity}, pki.Owner{UID: -1, GID: -1}); err != nil {
+		t.Fatal(err)
+	}
+	other := testenv.NewPKI(t)
+	for src, dst := range map[string]string{other.ClientCert: "foreign.crt", other.ClientKey: "foreign.key"} {
+		b, _ := os.ReadFile(src)
+		os.WriteFile(filepath.Join(mdir, dst), b, 0o600)
+	}
+	r = etcdadm("pki", "show", "--store", url, "--dir", mdir)
+	if r.code != 0 || !strings.Contains(r.stdout, "etcd-server-m0") || !strings.Contains(r.stdout, "renewal due") || !strings.Contains(r.stdout, "unknown CA") || !strings.Contains(r.stdout, "localhost,m0,::1,127.0.0.1") {
+		t.Fatalf("show --dir: %+v", r)
+	}
+	r = etcdadm("pki", "renew", "--store", url, "--dir", mdir)
+	if r.code != 0 || strings.Count(r.stdout, "renewed ") != 3 || strings.Contains(r.stdout, "foreign") {
+		t.Fatalf("renew: %+v", r)
+	}
+	r = etcdadm("pki", "show", "--store", url, "--dir", mdir, "-o", "json")
+	var shown struct {
+		CA []struct {
+			Subject string
+			Signs   bool
+		}
+		Certificates []struct {
+			File, Status string
+			Left         float64
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.CA) != 1 || !shown.CA[0].Signs || len(shown.Certificates) != 5 {
+		t.Fatalf("show -o json: %v %+v", err, r)
+	}
+
+	if r := etcdadm("pki", "--help"); !strings.Contains(r.stdout, "issue-client") || !strings.Contains(r.stdout, "restrict access") {
+		t.Fatalf("pki --help: %+v", r)
+	}
+	if r := etcdadm("pki", "renew", "--help"); !strings.Contains(r.stdout, "third of its lifetime") || !strings.Contains(r.stdout, "ETCDADM_PKI_DIR") {
+		t.Fatalf("pki renew --help: %+v", r)
 	}
 }
