@@ -50,6 +50,7 @@ func main() {
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
 		&cli.StringFlag{Name: "etcd-user", Value: "etcd", EnvVars: []string{"ETCDADM_ETCD_USER"}, Usage: "user that owns keys and data (from sysusers.d); empty: leave ownership alone"},
 		&cli.StringFlag{Name: "unit", Value: "etcd.service", EnvVars: []string{"ETCDADM_ETCD_UNIT"}, Usage: "the etcd unit to start"},
+		&cli.DurationFlag{Name: "found-grace", Value: time.Minute, EnvVars: []string{"ETCDADM_FOUND_GRACE"}, Usage: "how long founders wait for every planned member before founding with a quorum"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
 		cliflags.LogLevel(),
 	}
@@ -91,7 +92,7 @@ func run(c *cli.Context, reconcile bool) error {
 	cfg := member.Config{
 		Name: name, Host: c.String("host"), ListenHost: c.String("listen-host"),
 		ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
-		Root: c.String("root"), Timeout: c.Duration("timeout"),
+		Root: c.String("root"), Timeout: c.Duration("timeout"), FoundGrace: c.Duration("found-grace"),
 		Owner: pki.Owner{UID: -1, GID: -1},
 	}
 	for _, s := range c.StringSlice("ip") {
