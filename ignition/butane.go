@@ -1,0 +1,210 @@
+package ignition
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/etcdadm/etcdadm-immutable/units"
+)
+
+// The part of the Butane schema we write (base v0_5: flatcar 1.1.0 and
+// fcos 1.5.0). Marshalled rather than templated, so YAML quoting and block
+// scalars are the encoder's job, not ours.
+type butaneConfig struct {
+	Variant Variant `yaml:"variant"`
+	Version string  `yaml:"version"`
+	Storage storage `yaml:"storage"`
+	Systemd systemd `yaml:"systemd"`
+}
+
+type storage struct {
+	Directories []directory `yaml:"directories,omitempty"`
+	Files       []file      `yaml:"files,omitempty"`
+	Links       []link      `yaml:"links,omitempty"`
+}
+
+type directory struct {
+	Path string `yaml:"path"`
+	Mode mode   `yaml:"mode"`
+}
+
+type file struct {
+	Path      string   `yaml:"path"`
+	Mode      mode     `yaml:"mode"`
+	User      *nodeID  `yaml:"user,omitempty"`
+	Group     *nodeID  `yaml:"group,omitempty"`
+	Overwrite bool     `yaml:"overwrite"`
+	Contents  resource `yaml:"contents"`
+}
+
+type nodeID struct {
+	ID int `yaml:"id"`
+}
+
+type resource struct {
+	Inline       string        `yaml:"inline,omitempty"`
+	Source       string        `yaml:"source,omitempty"`
+	Verification *verification `yaml:"verification,omitempty"`
+}
+
+type verification struct {
+	Hash string `yaml:"hash"`
+}
+
+type link struct {
+	Path      string `yaml:"path"`
+	Target    string `yaml:"target"`
+	Hard      bool   `yaml:"hard"`
+	Overwrite bool   `yaml:"overwrite"`
+}
+
+type systemd struct {
+	Units []unit `yaml:"units"`
+}
+
+type unit struct {
+	Name     string `yaml:"name"`
+	Enabled  *bool  `yaml:"enabled,omitempty"`
+	Contents string `yaml:"contents"`
+}
+
+// mode is a file mode, written in octal as people read modes (0644).
+type mode int
+
+func (m mode) MarshalYAML() (any, error) {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprintf("0%o", int(m))}, nil
+}
+
+var root = &nodeID{ID: 0}
+
+// sysusers creates the etcd user and group: Ignition cannot add users to
+// a running system, systemd-sysusers can (before systemd-tmpfiles-setup).
+const sysusers = `# The etcd system user and group (etcdadm): etcd.service and the snapshot
+# uploader run as etcd; it owns the keys in /etc/etcd/pki and the data.
+u etcd - "etcd (etcdadm)" /var/lib/etcd -
+`
+
+// tmpfiles makes the directories the units' ReadWritePaths= name: systemd
+// refuses to start a unit whose ReadWritePaths= entry is missing.
+const tmpfiles = `# Directories of etcdadm's units (etcdadm render).
+d /etc/etcd      0755 root root -
+d /etc/etcd/pki  0700 etcd etcd -
+d /var/lib/etcd  0700 etcd etcd -
+`
+
+// butane builds the Butane config for p.
+func (p plan) butane() ([]byte, error) {
+	c := butaneConfig{Variant: p.variant, Version: p.version}
+	st := &c.Storage
+
+	st.Directories = append(st.Directories, directory{Path: "/etc/etcdadm", Mode: 0o755})
+	if len(p.downloads) > 0 {
+		st.Directories = append(st.Directories,
+			directory{Path: "/opt/etcdadm", Mode: 0o755},
+			directory{Path: BinDir, Mode: 0o755})
+	}
+	st.Directories = append(st.Directories, directory{Path: EtcdDir, Mode: 0o755})
+	if len(p.downloads) > 0 {
+		st.Directories = append(st.Directories, directory{Path: EtcdDir + "/v" + p.etcdVersion, Mode: 0o755})
+	}
+
+	st.Files = append(st.Files, inlineFile(EnvFile, 0o644,
+		envFile("Settings every master shares (etcdadm render). No secrets here: S3\n# credentials are in "+CredentialsFile+" (LoadCredential=).", p.env)))
+	if len(p.hostEnv) > 0 {
+		st.Files = append(st.Files, inlineFile(HostEnvFile, 0o644,
+			envFile("This host's own settings (etcdadm render --name/--host/--ip).", p.hostEnv)))
+	}
+	cred := inlineFile(CredentialsFile, 0o600, p.credentials)
+	cred.User, cred.Group = root, root
+	st.Files = append(st.Files, cred,
+		inlineFile(SysusersFile, 0o644, sysusers),
+		inlineFile(TmpfilesFile, 0o644, tmpfiles))
+	for _, d := range p.downloads {
+		st.Files = append(st.Files, file{
+			Path: d.path, Mode: 0o755, Overwrite: true,
+			Contents: resource{Source: d.url, Verification: &verification{Hash: "sha256-" + d.sha256}},
+		})
+	}
+	// Relative, so the link also resolves under a root prefix (ignition-apply
+	// --root, tests); on the host it is /opt/etcd/current -> /opt/etcd/vX.Y.Z.
+	st.Links = append(st.Links, link{Path: EtcdCurrent, Target: "v" + p.etcdVersion, Hard: false, Overwrite: true})
+
+	enabled := map[string]bool{}
+	for _, n := range units.Enabled() {
+		enabled[n] = true
+	}
+	yes := true
+	for _, n := range units.Names() {
+		b, err := units.Read(n)
+		if err != nil {
+			return nil, fmt.Errorf("ignition: unit %s: %w", n, err)
+		}
+		u := unit{Name: n, Contents: string(b)}
+		if enabled[n] {
+			u.Enabled = &yes
+			delete(enabled, n)
+		}
+		c.Systemd.Units = append(c.Systemd.Units, u)
+	}
+	if len(enabled) > 0 {
+		return nil, fmt.Errorf("ignition: units.Enabled() names %v, not embedded units", slices.Sorted(maps.Keys(enabled)))
+	}
+
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# etcdadm render: Butane config for %s (%s %s -> Ignition %s).\n", p.name, p.variant, p.version, ignitionVersion)
+	if p.secret {
+		fmt.Fprintf(&buf, "# It holds the S3 credentials: keep it as private as they are.\n")
+	}
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		return nil, fmt.Errorf("ignition: encode butane: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("ignition: encode butane: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func inlineFile(path string, m mode, contents string) file {
+	return file{Path: path, Mode: m, Overwrite: true, Contents: resource{Inline: contents}}
+}
+
+// envFile formats systemd EnvironmentFile= lines (also fine for a shell's
+// "."): values outside a safe set are double-quoted, with \ " ` $ escaped.
+func envFile(comment string, vars []envVar) string {
+	var b strings.Builder
+	b.WriteString("# " + comment + "\n")
+	for _, v := range vars {
+		b.WriteString(v.key + "=" + quoteEnv(v.value) + "\n")
+	}
+	return b.String()
+}
+
+func quoteEnv(v string) string {
+	safe := v != ""
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:,@%+=-", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return v
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range v {
+		if strings.ContainsRune("\\\"`$", r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	b.WriteByte('"')
+	return b.String()
+}

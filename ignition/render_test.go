@@ -1,0 +1,424 @@
+package ignition
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+
+	"github.com/etcdadm/etcdadm-immutable/units"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const (
+	sums  = "testdata/SHA256SUMS"
+	creds = "testdata/credentials"
+	s3URL = "s3://etcd-backups/prod/main?endpoint=https://minio.internal:9000&region=eu-west-1"
+)
+
+// goldenCases cover both variants, both binary modes, shared and per host.
+var goldenCases = []struct {
+	name string
+	opts Options
+}{
+	{"flatcar-baked-shared", Options{
+		Variant: Flatcar, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.6.16",
+		Binaries: BinariesBaked,
+	}},
+	{"flatcar-url-host", Options{
+		Variant: Flatcar, Store: s3URL, EtcdVersion: "3.6.16", LogLevel: "debug",
+		Env:               map[string]string{"ETCDADM_FOUND_GRACE": "2m"},
+		S3CredentialsFile: creds,
+		Name:              "etcd-a", Host: "etcd-a.internal.example.com", IPs: []string{"10.0.0.11"},
+		Binaries: BinariesURL, BinariesBaseURL: "https://artifacts.example.com/etcdadm/", SHA256File: sums,
+	}},
+	{"fcos-baked-host", Options{
+		Variant: FCOS, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.5.35",
+		Name: "etcd-b", IPs: []string{"10.0.0.12", "2001:db8::12"},
+		Binaries: BinariesBaked,
+	}},
+	{"fcos-url-shared", Options{
+		Variant: FCOS, Store: s3URL, EtcdVersion: "3.6.16",
+		S3CredentialsFile: creds,
+		Binaries:          BinariesURL, BinariesBaseURL: "http://10.0.0.1:8080", SHA256File: sums,
+	}},
+}
+
+func TestGolden(t *testing.T) {
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			bu, ign, err := Render(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden(t, tc.name+".bu", bu)
+			golden(t, tc.name+".ign", ign)
+		})
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./ignition -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the rendered output (if the change is intended: go test ./ignition -update)\n%s", path, firstDiff(want, got))
+	}
+}
+
+func firstDiff(want, got []byte) string {
+	w, g := strings.Split(string(want), "\n"), strings.Split(string(got), "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + strconv.Itoa(i+1) + ":\n  want: " + wl + "\n  got:  " + gl
+		}
+	}
+	return ""
+}
+
+// TestIgnitionContents checks what a host would get from each config, read
+// back through Ignition's own parser.
+func TestIgnitionContents(t *testing.T) {
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			bu, ign, err := Render(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Parse(ign)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Ignition.Version != "3.4.0" {
+				t.Errorf("ignition version %s, want 3.4.0", cfg.Ignition.Version)
+			}
+			again, err := Translate(bu)
+			if err != nil || !bytes.Equal(again, ign) {
+				t.Errorf("translating the rendered Butane again: err %v, same output %v", err, bytes.Equal(again, ign))
+			}
+			checkUnits(t, cfg)
+			files := map[string]types.File{}
+			for _, f := range cfg.Storage.Files {
+				files[f.Path] = f
+			}
+
+			cred, ok := files[CredentialsFile]
+			switch {
+			case !ok:
+				t.Errorf("%s missing: the units' LoadCredential= needs it", CredentialsFile)
+			case cred.Mode == nil || *cred.Mode != 0o600:
+				t.Errorf("%s mode %v, want 0600", CredentialsFile, cred.Mode)
+			case cred.User.ID == nil || *cred.User.ID != 0 || cred.Group.ID == nil || *cred.Group.ID != 0:
+				t.Errorf("%s not owned by root:root", CredentialsFile)
+			}
+			credText := contents(t, cred)
+			if tc.opts.S3CredentialsFile != "" {
+				want, _ := os.ReadFile(tc.opts.S3CredentialsFile)
+				if credText != string(want) {
+					t.Errorf("%s = %q, want the credentials file", CredentialsFile, credText)
+				}
+			} else if !onlyComments(credText) {
+				t.Errorf("%s for a file:// store should hold only comments: %q", CredentialsFile, credText)
+			}
+
+			env := contents(t, mustFile(t, files, EnvFile, 0o644))
+			if !strings.Contains(env, "ETCDADM_STORE=") {
+				t.Errorf("etcdadm.env has no ETCDADM_STORE:\n%s", env)
+			}
+			for _, secret := range []string{"AWS_", "aws_", "AKIA", "wJalrXUtnFEMI"} {
+				if strings.Contains(env, secret) {
+					t.Errorf("etcdadm.env holds %q: no secrets belong there:\n%s", secret, env)
+				}
+			}
+			host, hasHost := files[HostEnvFile]
+			if tc.opts.Name != "" {
+				hostText := contents(t, mustFile(t, files, HostEnvFile, 0o644))
+				if !strings.Contains(hostText, "ETCDADM_MEMBER_NAME="+tc.opts.Name+"\n") {
+					t.Errorf("host.env lacks the member name:\n%s", hostText)
+				}
+			} else if hasHost && strings.Contains(contents(t, host), "ETCDADM_MEMBER_NAME") {
+				t.Errorf("a shared config names a member")
+			}
+
+			users := contents(t, mustFile(t, files, SysusersFile, 0o644))
+			if !strings.Contains(users, "u etcd ") || !strings.Contains(users, "/var/lib/etcd") {
+				t.Errorf("sysusers.d does not create etcd with home /var/lib/etcd:\n%s", users)
+			}
+			tmp := contents(t, mustFile(t, files, TmpfilesFile, 0o644))
+			if !strings.Contains(tmp, "d /var/lib/etcd  0700 etcd etcd") {
+				t.Errorf("tmpfiles.d does not make /var/lib/etcd 0700 etcd:\n%s", tmp)
+			}
+
+			if len(cfg.Storage.Links) != 1 {
+				t.Fatalf("links %+v, want just %s", cfg.Storage.Links, EtcdCurrent)
+			}
+			l := cfg.Storage.Links[0]
+			if l.Path != EtcdCurrent || l.Target == nil || *l.Target != "v"+tc.opts.EtcdVersion || l.Hard == nil || *l.Hard {
+				t.Errorf("link %+v, want soft %s -> v%s", l, EtcdCurrent, tc.opts.EtcdVersion)
+			}
+
+			var bins []string
+			for _, f := range cfg.Storage.Files {
+				if strings.HasPrefix(f.Path, "/opt/") {
+					bins = append(bins, f.Path)
+					if f.Mode == nil || *f.Mode != 0o755 {
+						t.Errorf("%s mode %v, want 0755", f.Path, f.Mode)
+					}
+					if f.Contents.Verification.Hash == nil || !strings.HasPrefix(*f.Contents.Verification.Hash, "sha256-") {
+						t.Errorf("%s is downloaded without a sha256", f.Path)
+					}
+				}
+			}
+			if tc.opts.Binaries == BinariesBaked && len(bins) > 0 {
+				t.Errorf("baked binaries, yet files %v", bins)
+			}
+			if tc.opts.Binaries == BinariesURL && len(bins) != len(programs)+len(etcdPrograms) {
+				t.Errorf("downloads %v, want our %d programs and etcd's %d", bins, len(programs), len(etcdPrograms))
+			}
+		})
+	}
+}
+
+func checkUnits(t *testing.T, cfg types.Config) {
+	t.Helper()
+	got := map[string]types.Unit{}
+	for _, u := range cfg.Systemd.Units {
+		got[u.Name] = u
+	}
+	if len(got) != len(units.Names()) {
+		t.Errorf("%d units, want the %d embedded ones", len(got), len(units.Names()))
+	}
+	for _, n := range units.Names() {
+		u, ok := got[n]
+		if !ok {
+			t.Errorf("unit %s missing", n)
+			continue
+		}
+		want, _ := units.Read(n)
+		if u.Contents == nil || *u.Contents != string(want) {
+			t.Errorf("unit %s: contents differ from units/%s", n, n)
+		}
+		enabled := u.Enabled != nil && *u.Enabled
+		if wantOn := slices.Contains(units.Enabled(), n); enabled != wantOn {
+			t.Errorf("unit %s enabled %v, want %v", n, enabled, wantOn)
+		}
+	}
+	if e := got["etcd.service"]; e.Enabled != nil && *e.Enabled {
+		t.Errorf("etcd.service is enabled: etcd-member-join starts it")
+	}
+}
+
+func mustFile(t *testing.T, files map[string]types.File, path string, mode int) types.File {
+	t.Helper()
+	f, ok := files[path]
+	if !ok {
+		t.Fatalf("%s missing", path)
+	}
+	if f.Mode == nil || *f.Mode != mode {
+		t.Errorf("%s mode %v, want %#o", path, f.Mode, mode)
+	}
+	return f
+}
+
+// contents decodes the data: URLs Butane writes for inline files.
+func contents(t *testing.T, f types.File) string {
+	t.Helper()
+	if f.Contents.Source == nil {
+		return ""
+	}
+	src := *f.Contents.Source
+	switch {
+	case strings.HasPrefix(src, "data:,"):
+		s, err := url.PathUnescape(strings.TrimPrefix(src, "data:,"))
+		if err != nil {
+			t.Fatalf("%s: %v", f.Path, err)
+		}
+		return s
+	case strings.HasPrefix(src, "data:;base64,"):
+		b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(src, "data:;base64,"))
+		if err != nil {
+			t.Fatalf("%s: %v", f.Path, err)
+		}
+		return string(b)
+	}
+	t.Fatalf("%s: not an inline data URL: %.40s", f.Path, src)
+	return ""
+}
+
+func onlyComments(s string) bool {
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		if !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
+}
+
+func TestRenderErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	raw, _ := os.ReadFile(sums)
+	var partial []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if !strings.HasSuffix(l, "etcdutl") {
+			partial = append(partial, l)
+		}
+	}
+	noEtcdutl := write("partial", strings.Join(partial, "\n"))
+	badSums := write("bad", "not-a-hash  bin/etcdadm\n")
+	notCreds := write("notcreds", "[default]\nregion = eu-west-1\n")
+	otherProfile := write("prod", "[prod]\naws_access_key_id = A\naws_secret_access_key = S\n")
+
+	ok := Options{Variant: Flatcar, Store: "file:///srv/store", EtcdVersion: "3.6.16", Binaries: BinariesBaked}
+	with := func(f func(*Options)) Options { o := ok; f(&o); return o }
+	withURL := func(f func(*Options)) Options {
+		o := ok
+		o.Binaries, o.BinariesBaseURL, o.SHA256File = BinariesURL, "https://example.com/b", sums
+		f(&o)
+		return o
+	}
+
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string // in the message: names what to fix
+	}{
+		{"unknown variant", with(func(o *Options) { o.Variant = "coreos" }), "--variant flatcar or --variant fcos"},
+		{"no variant", with(func(o *Options) { o.Variant = "" }), "--variant"},
+		{"no etcd version", with(func(o *Options) { o.EtcdVersion = "" }), "--etcd-version"},
+		{"v prefix", with(func(o *Options) { o.EtcdVersion = "v3.6.16" }), "no leading v"},
+		{"unsupported minor", with(func(o *Options) { o.EtcdVersion = "3.4.26" }), "3.5.x, 3.6.x or 3.7.x"},
+		{"short version", with(func(o *Options) { o.EtcdVersion = "3.6" }), "--etcd-version"},
+		{"no store", with(func(o *Options) { o.Store = "" }), "--store file:///path"},
+		{"http store", with(func(o *Options) { o.Store = "http://example.com/x" }), "unsupported scheme"},
+		{"file store with host", with(func(o *Options) { o.Store = "file://srv/store" }), "three slashes"},
+		{"relative file store", with(func(o *Options) { o.Store = "file:srv/store" }), "absolute directory"},
+		{"s3 without bucket", with(func(o *Options) { o.Store, o.S3CredentialsFile = "s3:///prefix", creds }), "no bucket"},
+		{"s3 credentials in URL", with(func(o *Options) { o.Store, o.S3CredentialsFile = "s3://AKIA:secret@bucket/p", creds }), "do not belong in the URL"},
+		{"s3 bad endpoint", with(func(o *Options) { o.Store, o.S3CredentialsFile = "s3://bucket/p?endpoint=minio:9000", creds }), "endpoint"},
+		{"s3 without credentials", with(func(o *Options) { o.Store = s3URL }), "--s3-credentials-file"},
+		{"unreadable credentials", with(func(o *Options) { o.S3CredentialsFile = filepath.Join(dir, "missing") }), "--s3-credentials-file"},
+		{"not a credentials file", with(func(o *Options) { o.S3CredentialsFile = notCreds }), "aws_access_key_id"},
+		{"no default profile", with(func(o *Options) { o.S3CredentialsFile = otherProfile }), "[default]"},
+		{"no binaries mode", with(func(o *Options) { o.Binaries = "" }), "--binaries url"},
+		{"url without base", with(func(o *Options) { o.Binaries, o.SHA256File = BinariesURL, sums }), "--binaries-base-url"},
+		{"url without sums", with(func(o *Options) { o.Binaries, o.BinariesBaseURL = BinariesURL, "https://example.com" }), "--sha256-file"},
+		{"missing hash", withURL(func(o *Options) { o.SHA256File = noEtcdutl }), "no sha256 for etcd/v3.6.16/etcdutl"},
+		{"hashes for another etcd", withURL(func(o *Options) { o.EtcdVersion = "3.7.3" }), "no sha256 for etcd/v3.7.3/etcd,"},
+		{"unreadable sums", withURL(func(o *Options) { o.SHA256File = filepath.Join(dir, "missing") }), "--sha256-file"},
+		{"malformed sums", withURL(func(o *Options) { o.SHA256File = badSums }), "sha256sum's format"},
+		{"ftp base", withURL(func(o *Options) { o.BinariesBaseURL = "ftp://example.com" }), "http(s)://"},
+		{"base with query", withURL(func(o *Options) { o.BinariesBaseURL = "https://example.com/b?x=1" }), "no query"},
+		{"baked with sums", with(func(o *Options) { o.SHA256File = sums }), "--binaries baked downloads nothing"},
+		{"bad name", with(func(o *Options) { o.Name = "Etcd_A" }), "--name"},
+		{"bad ip", with(func(o *Options) { o.IPs = []string{"10.0.0.300"} }), "--ip"},
+		{"bad host", with(func(o *Options) { o.Host = "a b" }), "--host"},
+		{"bad log level", with(func(o *Options) { o.LogLevel = "loud" }), "--host-log-level"},
+		{"secret in env", with(func(o *Options) { o.Env = map[string]string{"AWS_SECRET_ACCESS_KEY": "x"} }), "--s3-credentials-file"},
+		{"reserved env", with(func(o *Options) { o.Env = map[string]string{"ETCDADM_STORE": "file:///x"} }), "--store"},
+		{"per-host env", with(func(o *Options) { o.Env = map[string]string{"ETCDADM_MEMBER_NAME": "etcd-a"} }), "--name"},
+		{"newline in env", with(func(o *Options) { o.Env = map[string]string{"ETCDADM_X": "a\nETCDADM_STORE=evil"} }), "control character"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bu, ign, err := Render(tc.opts)
+			if err == nil {
+				t.Fatal("rendered; want an error")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error does not wrap ErrInvalid: %v", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			if bu != nil || ign != nil {
+				t.Errorf("output despite the error")
+			}
+		})
+	}
+}
+
+func TestRenderErrorsAllAtOnce(t *testing.T) {
+	_, _, err := Render(Options{Variant: "x", Store: "ftp://x", Binaries: "y"})
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	for _, want := range []string{"--variant", "--etcd-version", "--store", "--binaries"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s:\n%v", want, err)
+		}
+	}
+}
+
+func TestStrictTranslation(t *testing.T) {
+	// A Butane warning (an unknown key) fails translation, with its place.
+	_, err := Translate([]byte("variant: flatcar\nversion: 1.1.0\nstorage:\n  filez: []\n"))
+	if !errors.Is(err, ErrTranslate) || !strings.Contains(err.Error(), "filez") || !strings.Contains(err.Error(), "line 4") {
+		t.Errorf("unknown key: err %v, want a strict failure naming storage.filez at line 4", err)
+	}
+	if _, err := Translate([]byte("variant: flatcar\nversion: 1.1\n")); !errors.Is(err, ErrTranslate) {
+		t.Errorf("version 1.1 (not full semver): err %v", err)
+	}
+	if _, err := Parse([]byte(`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"relative"}]}}`)); !errors.Is(err, ErrTranslate) {
+		t.Errorf("Parse accepted a relative path: %v", err)
+	}
+}
+
+func TestParseSums(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	got, err := parseSums([]byte("# comment\n\n" + h + "  ./bin/etcdadm\n" + strings.ToUpper(h) + " *etcd/v3.6.16/etcd\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["bin/etcdadm"] != h || got["etcd/v3.6.16/etcd"] != h || len(got) != 2 {
+		t.Errorf("got %v", got)
+	}
+	if _, err := parseSums([]byte(h + "  a\n" + strings.Repeat("cd", 32) + "  a\n")); err == nil {
+		t.Errorf("conflicting hashes accepted")
+	}
+}
+
+func TestQuoteEnv(t *testing.T) {
+	for in, want := range map[string]string{
+		"file:///var/lib/etcdadm/store":             "file:///var/lib/etcdadm/store",
+		"10.0.0.1,2001:db8::1":                      "10.0.0.1,2001:db8::1",
+		"s3://b/p?endpoint=https://h:9000&region=r": `"s3://b/p?endpoint=https://h:9000&region=r"`,
+		`a "b" $c \d`:                               `"a \"b\" \$c \\d"`,
+		"":                                          `""`,
+	} {
+		if got := quoteEnv(in); got != want {
+			t.Errorf("quoteEnv(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package adm
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/ignition"
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+)
+
+func renderCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "render",
+		Usage: "emit the Butane and Ignition config of a master (flatcar or fcos)",
+		Description: `Renders, offline (the store is not contacted), what a master boots from:
+/etc/etcdadm/etcdadm.env (the store URL and shared settings, no secrets),
+/etc/etcdadm/s3-credentials (0600, root: the --s3-credentials-file, or a comment
+for a file:// store), the etcd user (sysusers.d) and its directories
+(tmpfiles.d), the binaries, /opt/etcd/current -> vX.Y.Z and every systemd unit
+(etcd.service is started by etcd-member-join, not enabled).
+
+Without --name the config serves every master (each takes its member name from
+its hostname or its volume); with --name, --host and --ip it is one host's,
+with those in /etc/etcdadm/host.env.
+
+Binaries: --binaries baked when /opt/etcdadm/bin and /opt/etcd/vX.Y.Z are in
+the image; --binaries url to have Ignition download them from
+--binaries-base-url (bin/etcdadm, bin/etcd-member-join,
+bin/etcd-snapshot-uploader, etcd/vX.Y.Z/{etcd,etcdctl,etcdutl}) and check each
+against --sha256-file (sha256sum's output for those relative paths).
+
+Translation is strict: any Butane or Ignition warning is an error. The output
+holds the S3 credentials: --out-dir files are written 0600.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "variant", Required: true, Usage: "flatcar (Butane flatcar 1.1.0) or fcos (Butane fcos 1.5.0); both give Ignition 3.4.0"},
+			cliflags.Store(),
+			&cli.StringFlag{Name: "etcd-version", Required: true, Usage: "etcd version the host runs first, e.g. 3.6.16 (the spec's; /opt/etcd/current links to it)"},
+			&cli.StringFlag{Name: "s3-credentials-file", Usage: "AWS shared-credentials file, copied into the config (needed for s3:// stores)"},
+			&cli.StringFlag{Name: "binaries", Required: true, Usage: "url (Ignition downloads and verifies them) or baked (already in the image)"},
+			&cli.StringFlag{Name: "binaries-base-url", Usage: "with --binaries url: http(s) URL serving bin/<program> and etcd/vX.Y.Z/<program>"},
+			&cli.StringFlag{Name: "sha256-file", Usage: "with --binaries url: sha256sum output for those paths (cd DIR && sha256sum bin/* etcd/vX.Y.Z/*)"},
+			&cli.StringFlag{Name: "name", Usage: "this host's member name, for a per-host config (ETCDADM_MEMBER_NAME in host.env)"},
+			&cli.StringFlag{Name: "host", Usage: "how peers reach this host, address or DNS name (ETCDADM_HOST in host.env)"},
+			&cli.StringSliceFlag{Name: "ip", Usage: "this host's addresses for its certificates, repeatable (ETCDADM_IPS in host.env)"},
+			&cli.StringFlag{Name: "host-log-level", Value: "info", Usage: "ETCDADM_LOG_LEVEL of the units: debug, info, warn or error"},
+			&cli.StringSliceFlag{Name: "env", Usage: "further shared setting for etcdadm.env, KEY=VALUE with KEY ETCDADM_*, repeatable (e.g. ETCDADM_FOUND_GRACE=2m)"},
+			&cli.StringFlag{Name: "out-dir", Usage: "write NAME.bu and NAME.ign here (NAME: --name, else master) instead of stdout"},
+			&cli.StringFlag{Name: "format", Value: "ignition", Usage: "what to print without --out-dir: ignition or butane"},
+		},
+		Action: renderAction,
+	}
+}
+
+func renderAction(c *cli.Context) error {
+	format, outDir := c.String("format"), c.String("out-dir")
+	if format != "ignition" && format != "butane" {
+		return cli.Exit(fmt.Sprintf("--format %q: use ignition or butane", format), 2)
+	}
+	if outDir != "" && c.IsSet("format") {
+		return cli.Exit("--format is for stdout; --out-dir writes both NAME.bu and NAME.ign", 2)
+	}
+	env := map[string]string{}
+	for _, kv := range c.StringSlice("env") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cli.Exit(fmt.Sprintf("--env %q: expected KEY=VALUE", kv), 2)
+		}
+		env[k] = v
+	}
+	opts := ignition.Options{
+		Variant:           ignition.Variant(c.String("variant")),
+		Store:             c.String("store"),
+		EtcdVersion:       c.String("etcd-version"),
+		LogLevel:          c.String("host-log-level"),
+		Env:               env,
+		S3CredentialsFile: c.String("s3-credentials-file"),
+		Name:              c.String("name"),
+		Host:              c.String("host"),
+		IPs:               c.StringSlice("ip"),
+		Binaries:          ignition.Binaries(c.String("binaries")),
+		BinariesBaseURL:   c.String("binaries-base-url"),
+		SHA256File:        c.String("sha256-file"),
+	}
+	bu, ign, err := ignition.Render(opts)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("render: %v\nNothing was written.", err), 2)
+	}
+	if outDir == "" {
+		out := ign
+		if format == "butane" {
+			out = bu
+		}
+		_, err := c.App.Writer.Write(out)
+		return err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	name := opts.OutputName()
+	buPath, ignPath := filepath.Join(outDir, name+".bu"), filepath.Join(outDir, name+".ign")
+	if err := writePrivate(buPath, bu); err != nil {
+		return err
+	}
+	if err := writePrivate(ignPath, ign); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "wrote %s and %s\n", buPath, ignPath)
+	return nil
+}
+
+// writePrivate writes b to path (0600: the configs hold the S3
+// credentials) through a temp file, so a reader never sees half a config.
+func writePrivate(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename there is nothing left to remove
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return fmt.Errorf("render: write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("render: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("render: %w", err)
+	}
+	return nil
+}
