@@ -50,8 +50,8 @@ func TestEtcdadmClusterCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts := foundThree(t, st)
-	pkiDir := filepath.Join(hosts[0].cfg.Root, "etc/etcd/pki")
-	tls := []string{"--endpoints", hosts[0].clientURL(), "--cacert", filepath.Join(pkiDir, "ca.crt"), "--cert", filepath.Join(pkiDir, "client.crt"), "--key", filepath.Join(pkiDir, "client.key")}
+	pkiDir := filepath.Join(hosts[0].Cfg.Root, "etc/etcd/pki")
+	tls := []string{"--endpoints", hosts[0].ClientURL(), "--cacert", filepath.Join(pkiDir, "ca.crt"), "--cert", filepath.Join(pkiDir, "client.crt"), "--key", filepath.Join(pkiDir, "client.key")}
 
 	r = etcdadm(append([]string{"status", "--store", url}, tls...)...)
 	if r.code != 0 || !strings.Contains(r.stdout, "3/3 voting members healthy") || !strings.Contains(r.stdout, "LEADER") || !strings.Contains(r.stdout, "last backup: none") {
@@ -66,7 +66,7 @@ func TestEtcdadmClusterCommands(t *testing.T) {
 		t.Fatalf("member list: %v %+v", err, r)
 	}
 	// With one member down, removing another would lose quorum: refused.
-	hosts[2].runner.Kill(ctxT(t))
+	hosts[2].Runner.Kill(ctxT(t))
 	r = etcdadm(append([]string{"member", "remove", "etcd-b"}, tls...)...)
 	if r.code != 1 || !strings.Contains(r.stderr, "quorum") {
 		t.Fatalf("unsafe member remove: %+v", r)

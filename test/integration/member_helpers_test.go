@@ -3,127 +3,67 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
-	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
-	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
-	"github.com/etcdadm/etcdadm-immutable/internal/pki"
-	"github.com/etcdadm/etcdadm-immutable/internal/service/process"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
-	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
-	"github.com/etcdadm/etcdadm-immutable/test/testenv"
+	"github.com/etcdadm/etcdadm-immutable/test/localcluster"
 )
 
-// host is one simulated master: its own root directory (etc/etcd,
-// var/lib/etcd), its own ports on loopback, etcd run by the process runner.
-type host struct {
-	name   string
-	cfg    member.Config
-	runner *process.Runner
-	st     store.Store
-}
+// host is a simulated master (see package localcluster) with the test's
+// assertions.
+type host struct{ *localcluster.Host }
 
-// newCluster seeds a store (spec + CA) for tests of member join.
 func newCluster(t *testing.T, members int32, version string) store.Store {
-	t.Helper()
-	st, err := filestore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t)
-	if err := clusterspec.Seed(ctx, st, clusterspec.Cluster{Spec: etcdmanager.ClusterSpec{MemberCount: members, EtcdVersion: version}}, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pki.Init(ctx, st, pki.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return localcluster.Seed(t, members, version)
 }
 
 func newHost(t *testing.T, st store.Store, name, version string) *host {
-	t.Helper()
-	root := filepath.Join(t.TempDir(), name)
-	h := &host{
-		name: name,
-		st:   st,
-		cfg: member.Config{
-			Name: name, Host: "127.0.0.1", ListenHost: "127.0.0.1",
-			ClientPort: testenv.FreePort(t), PeerPort: testenv.FreePort(t),
-			Root: root, Owner: pki.Owner{UID: -1, GID: -1},
-			Timeout: time.Minute, Poll: 100 * time.Millisecond, FoundGrace: 10 * time.Second,
-			IPs: []net.IP{net.ParseIP("127.0.0.1")},
-		},
-	}
-	h.runner = &process.Runner{EtcdBin: testenv.EtcdBin(t, version, "etcd"), EnvFile: filepath.Join(root, "etc/etcd/etcd.env"), LogFile: filepath.Join(root, "etcd.log")}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s: last lines of %s:\n%s", name, h.runner.LogFile, tailFile(h.runner.LogFile, 15))
-		}
-		h.runner.Kill(context.Background())
-	})
-	return h
+	return &host{localcluster.NewHost(t, st, name, version)}
 }
 
 func (h *host) join(t *testing.T) (member.Result, error) {
 	t.Helper()
-	return member.Run(ctxT(t), h.cfg, member.Deps{Store: h.st, Service: h.runner, Log: quiet().With("host", h.name), Now: time.Now})
+	return h.Join(ctxT(t))
 }
 
 func (h *host) mustJoin(t *testing.T, want member.Action) {
 	t.Helper()
 	res, err := h.join(t)
 	if err != nil {
-		t.Fatalf("%s: join: %v", h.name, err)
+		t.Fatalf("%s: join: %v", h.Name, err)
 	}
 	if res.Action != want {
-		t.Fatalf("%s: %s (%s), want %s", h.name, res.Action, res.Reason, want)
+		t.Fatalf("%s: %s (%s), want %s", h.Name, res.Action, res.Reason, want)
 	}
 }
 
 func (h *host) reconcile(t *testing.T) []string {
 	t.Helper()
-	removed, err := member.Reconcile(ctxT(t), h.cfg, member.Deps{Store: h.st, Service: h.runner, Log: quiet(), Now: time.Now})
+	removed, err := h.Reconcile(ctxT(t))
 	if err != nil {
-		t.Fatalf("%s: reconcile: %v", h.name, err)
+		t.Fatalf("%s: reconcile: %v", h.Name, err)
 	}
 	return removed
 }
-
-func (h *host) clientURL() string { return fmt.Sprintf("https://127.0.0.1:%d", h.cfg.ClientPort) }
-func (h *host) peerURL() string   { return fmt.Sprintf("https://127.0.0.1:%d", h.cfg.PeerPort) }
 
 func backupNames(t *testing.T, st store.Store) ([]string, error) {
 	list, err := backup.List(ctxT(t), st)
 	return names(list), err
 }
 
-// client talks to the given hosts with the member's own client cert.
 func clientFor(t *testing.T, tlsHost *host, hosts ...*host) *clientv3.Client {
-	t.Helper()
-	var eps []string
+	var hs []*localcluster.Host
 	for _, h := range hosts {
-		eps = append(eps, h.clientURL())
+		hs = append(hs, h.Host)
 	}
-	pkiDir := filepath.Join(tlsHost.cfg.Root, "etc/etcd/pki")
-	tp := &testenv.PKI{CACert: filepath.Join(pkiDir, "ca.crt"), ClientCert: filepath.Join(pkiDir, "client.crt"), ClientKey: filepath.Join(pkiDir, "client.key")}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tp.ClientTLS(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
+	return localcluster.Client(t, tlsHost.Host, hs...)
 }
 
 // voters returns the started voting members' names and the learners'.
@@ -205,13 +145,4 @@ func (w *writer) finish(t *testing.T, cli *clientv3.Client) {
 		t.Fatalf("writer: %d acknowledged writes, %d lost", len(w.acked), lost)
 	}
 	t.Logf("writer: %d acknowledged writes, none lost (%d attempts failed and were not acknowledged)", len(w.acked), w.fails.Load())
-}
-
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -38,12 +38,12 @@ func TestFoundingIsAlwaysOneCluster(t *testing.T) {
 		ids := map[uint64]bool{}
 		for i, h := range hosts {
 			if errs[i] != nil {
-				t.Fatalf("rep %d: %s: %v", rep, h.name, errs[i])
+				t.Fatalf("rep %d: %s: %v", rep, h.Name, errs[i])
 			}
 			voters, learners, id := membership(t, clientFor(t, h, h))
 			slices.Sort(voters)
 			if !slices.Equal(voters, []string{"etcd-a", "etcd-b", "etcd-c"}) || len(learners) != 0 {
-				t.Fatalf("rep %d: %s sees voters %v learners %v (%s)", rep, h.name, voters, learners, results[i].Action)
+				t.Fatalf("rep %d: %s sees voters %v learners %v (%s)", rep, h.Name, voters, learners, results[i].Action)
 			}
 			ids[id] = true
 		}
@@ -54,7 +54,7 @@ func TestFoundingIsAlwaysOneCluster(t *testing.T) {
 			t.Fatalf("rep %d: cluster not marked created: %v", rep, err)
 		}
 		for _, h := range hosts {
-			h.runner.Kill(ctxT(t))
+			h.Runner.Kill(ctxT(t))
 		}
 	}
 }
@@ -82,10 +82,10 @@ func TestResizeKeepsEveryAcknowledgedWrite(t *testing.T) {
 		for _, h := range hosts[1:n] {
 			res, err := h.join(t)
 			if err != nil {
-				t.Fatalf("%s: %v", h.name, err)
+				t.Fatalf("%s: %v", h.Name, err)
 			}
 			if res.Action != member.Join && res.Action != member.Rejoin {
-				t.Fatalf("%s: %s (%s)", h.name, res.Action, res.Reason)
+				t.Fatalf("%s: %s (%s)", h.Name, res.Action, res.Reason)
 			}
 		}
 		voters, learners, _ := membership(t, cli)
@@ -113,9 +113,9 @@ func TestResizeKeepsEveryAcknowledgedWrite(t *testing.T) {
 	w.finish(t, cli)
 	// A removed host that runs member join again moves its old data aside
 	// and stands by.
-	hosts[4].runner.Kill(ctxT(t))
+	hosts[4].Runner.Kill(ctxT(t))
 	hosts[4].mustJoin(t, member.Standby)
-	aside, _ := filepath.Glob(filepath.Join(hosts[4].cfg.Root, "var/lib/etcd/member.removed-*"))
+	aside, _ := filepath.Glob(filepath.Join(hosts[4].Cfg.Root, "var/lib/etcd/member.removed-*"))
 	if len(aside) != 1 {
 		t.Fatalf("removed member's data not moved aside: %v", aside)
 	}
@@ -133,8 +133,8 @@ func TestReplaceAfterDataLoss(t *testing.T) {
 	cli := clientFor(t, hosts[0], hosts[0], hosts[1])
 	w := startWriter(cli)
 	b := hosts[1]
-	b.runner.Kill(ctxT(t))
-	if err := os.Rename(filepath.Join(b.cfg.Root, "var/lib/etcd"), filepath.Join(b.cfg.Root, "lost-disk")); err != nil {
+	b.Runner.Kill(ctxT(t))
+	if err := os.Rename(filepath.Join(b.Cfg.Root, "var/lib/etcd"), filepath.Join(b.Cfg.Root, "lost-disk")); err != nil {
 		t.Fatal(err)
 	}
 	b.mustJoin(t, member.Replace)
@@ -160,7 +160,7 @@ func TestFullStopThenStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range hosts {
-		h.runner.Stop(ctxT(t))
+		h.Runner.Stop(ctxT(t))
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
@@ -178,7 +178,7 @@ func TestFullStopThenStart(t *testing.T) {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("%s: %v", hosts[i].name, err)
+			t.Fatalf("%s: %v", hosts[i].Name, err)
 		}
 	}
 	gr, err := cli.Get(ctxT(t), "/before")
@@ -202,7 +202,7 @@ func TestKilledBetweenAddAndStart(t *testing.T) {
 	}
 	cli := clientFor(t, a, a)
 	// What a crash right after MemberAddAsLearner leaves behind.
-	if _, err := cli.MemberAddAsLearner(ctxT(t), []string{b.peerURL()}); err != nil {
+	if _, err := cli.MemberAddAsLearner(ctxT(t), []string{b.PeerURL()}); err != nil {
 		t.Fatal(err)
 	}
 	b.mustJoin(t, member.Join)
@@ -261,10 +261,10 @@ func TestJoinBadInputsChangeNothing(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("join: %v, want %v", err, tc.want)
 			}
-			if entries, _ := os.ReadDir(h.cfg.Root); len(entries) != 0 {
+			if entries, _ := os.ReadDir(h.Cfg.Root); len(entries) != 0 {
 				t.Fatalf("a refused join wrote to the host: %v", entries)
 			}
-			if active, _ := h.runner.Active(ctxT(t)); active {
+			if active, _ := h.Runner.Active(ctxT(t)); active {
 				t.Fatal("a refused join started etcd")
 			}
 		})
@@ -283,7 +283,7 @@ func foundThree(t *testing.T, st store.Store) []*host {
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			t.Fatalf("%s: %v", hosts[i].name, err)
+			t.Fatalf("%s: %v", hosts[i].Name, err)
 		}
 	}
 	return hosts
