@@ -23,7 +23,7 @@ test: components lint build
 	$(GO) test -count=1 -timeout 60m ./...
 
 bench: components build
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/...
 
 demo: components build
 	bash test/demo/demo.sh
