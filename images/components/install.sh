@@ -2,11 +2,13 @@
 # Builds the real components tests and the demo run against, from the Go
 # module proxy, into a cache outside the repository. Idempotent: a component
 # whose binary is already cached (and reports the expected version) is not
-# rebuilt. Usage: install.sh [etcd|s3|all]   (default all)
+# rebuilt. Usage: install.sh [etcd|s3|e2e|all]   (default all)
 #
 # Cache: $ETCDADM_CACHE, else $XDG_CACHE_HOME/etcdadm, else ~/.cache/etcdadm
 #   etcd/vX.Y.Z/{etcd,etcdctl,etcdutl}
 #   bin/minio, bin/versitygw
+#   bin/ignition-apply           (e2e: images/ignition-apply/build.sh)
+#   hostroot/bookworm/rootfs     (e2e: images/hostroot/build.sh; needs root)
 set -euo pipefail
 
 ETCD_VERSIONS=${ETCD_VERSIONS:-"3.5.35 3.6.16 3.7.3"}
@@ -14,6 +16,7 @@ MINIO_VERSION=${MINIO_VERSION:-latest}   # the proxy resolves only @latest for m
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 
 cache=${ETCDADM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcdadm}
+images=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$cache/bin" "$cache/etcd"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
@@ -88,9 +91,12 @@ versitygw_ok() { "$1" --version; }
 what=${1:-all}
 case "$what" in
   etcd|all) for v in $ETCD_VERSIONS; do build_etcd "$v"; done ;;&
+  e2e|all)
+    ETCDADM_CACHE=$cache bash "$images/ignition-apply/build.sh"
+    ETCDADM_CACHE=$cache bash "$images/hostroot/build.sh" ;;&
   s3|all)
     build_gobin minio "github.com/minio/minio@$MINIO_VERSION" minio_ok
     build_gobin versitygw "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" versitygw_ok ;;
-  etcd) ;;
-  *) log "unknown target $what (want etcd, s3 or all)"; exit 2 ;;
+  etcd|e2e) ;;
+  *) log "unknown target $what (want etcd, s3, e2e or all)"; exit 2 ;;
 esac

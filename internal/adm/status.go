@@ -2,18 +2,22 @@ package adm
 
 import (
 	"errors"
+	"io"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/units"
 )
 
 func optionalStore() cli.Flag {
@@ -28,7 +32,9 @@ func statusCommand() *cli.Command {
 member with its client certificate (/etc/etcd/pki); elsewhere pass --endpoints
 and a client certificate from 'etcdadm pki issue-client'. With --store (or
 ETCDADM_STORE) it also shows the age of the last backup.`,
-		Flags:  append([]cli.Flag{optionalStore(), outputFlag()}, cliflags.Etcd("https://127.0.0.1:2379")...),
+		Flags: append([]cli.Flag{optionalStore(), outputFlag(),
+			&cli.BoolFlag{Name: "units", Value: true, Usage: "also show this host's etcd units and timers (over D-Bus; skipped where there is no system bus)"},
+		}, cliflags.Etcd("https://127.0.0.1:2379")...),
 		Action: statusAction,
 	}
 }
@@ -49,8 +55,15 @@ func statusAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var unitStates []systemd.UnitState
+	if c.Bool("units") {
+		unitStates = hostUnits(c)
+	}
 	if c.String("output") == "json" {
-		return writeJSON(c.App.Writer, r)
+		return writeJSON(c.App.Writer, struct {
+			status.Report
+			Units []systemd.UnitState `json:"units,omitempty"`
+		}{r, unitStates})
 	}
 	w := c.App.Writer
 	healthy, voters := 0, 0
@@ -67,6 +80,10 @@ func statusAction(c *cli.Context) error {
 	if len(r.Alarms) > 0 {
 		fmt.Fprintf(w, "\nALARMS: %s\n", strings.Join(r.Alarms, "; "))
 	}
+	if len(unitStates) > 0 {
+		fmt.Fprintln(w)
+		printUnits(w, unitStates)
+	}
 	if st != nil {
 		if r.LastBackup == "" {
 			fmt.Fprintln(w, "\nlast backup: none")
@@ -77,7 +94,7 @@ func statusAction(c *cli.Context) error {
 	return nil
 }
 
-func printMembers(w interface{ Write([]byte) (int, error) }, ms []status.Member) {
+func printMembers(w io.Writer, ms []status.Member) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tVERSION\tDB SIZE\tIN USE\tPEER URL")
 	for _, m := range ms {
@@ -166,4 +183,36 @@ memberCount with 'etcdadm spec set' instead, or the host will join again.`,
 			},
 		},
 	}
+}
+
+// hostUnits reads our units' states over D-Bus; nil where there is no
+// system bus (a workstation, a container without systemd).
+func hostUnits(c *cli.Context) []systemd.UnitState {
+	conn, err := sddbus.NewSystemConnectionContext(c.Context)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	states, err := systemd.States(c.Context, conn, units.Names())
+	if err != nil {
+		return nil
+	}
+	return states
+}
+
+func printUnits(w io.Writer, us []systemd.UnitState) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "UNIT\tSTATE\tRESULT\tLAST RUN\tNEXT RUN")
+	now := time.Now()
+	for _, u := range us {
+		last, next := "-", "-"
+		if !u.LastTrigger.IsZero() {
+			last = humanAge(now.Sub(u.LastTrigger)) + " ago"
+		}
+		if !u.NextElapse.IsZero() {
+			next = "in " + humanAge(u.NextElapse.Sub(now))
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", u.Name, u.Active, u.Sub, u.Result, last, next)
+	}
+	tw.Flush()
 }
