@@ -88,7 +88,19 @@ build_gobin() {
 minio_ok() { "$1" --version; }
 versitygw_ok() { "$1" --version; }
 
+# Debian packages the tests and the demo use directly.
+need_debs() {
+  local missing=() pair
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing Debian packages: ${missing[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
 what=${1:-all}
+[ "$what" = all ] && need_debs systemd-analyze:systemd openssl:openssl ip:iproute2
 case "$what" in
   etcd|all) for v in $ETCD_VERSIONS; do build_etcd "$v"; done ;;&
   e2e|all)

@@ -2,8 +2,8 @@ package adm
 
 import (
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
