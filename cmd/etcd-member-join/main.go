@@ -42,7 +42,7 @@ func main() {
 	flags := []cli.Flag{
 		cliflags.Store(),
 		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
-		&cli.StringFlag{Name: "host", EnvVars: []string{"ETCDADM_HOST"}, Usage: "how peers reach this host: address or DNS name (default: NAME.<dnsSuffix>, else the hostname)"},
+		&cli.StringFlag{Name: "host", EnvVars: []string{"ETCDADM_HOST"}, Usage: "how peers reach this host: address or DNS name (default: NAME.<dnsSuffix>, else this host's first address)"},
 		&cli.StringFlag{Name: "listen-host", EnvVars: []string{"ETCDADM_LISTEN_HOST"}, Usage: "address etcd listens on (default: all)"},
 		&cli.StringSliceFlag{Name: "ip", EnvVars: []string{"ETCDADM_IPS"}, Usage: "this host's addresses, for the certificates' SANs"},
 		&cli.IntFlag{Name: "client-port", EnvVars: []string{"ETCDADM_CLIENT_PORT"}, Usage: "override the cluster's client port"},
@@ -102,6 +102,9 @@ func run(c *cli.Context, reconcile bool) error {
 		}
 		cfg.IPs = append(cfg.IPs, ip)
 	}
+	if len(cfg.IPs) == 0 {
+		cfg.IPs = hostIPs()
+	}
 	if err := cfg.Validate(); err != nil {
 		return cli.Exit(err, 2)
 	}
@@ -152,4 +155,27 @@ func lookupOwner(name string) (pki.Owner, error) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return pki.Owner{UID: uid, GID: gid}, nil
+}
+
+// hostIPs are this host's global unicast addresses, IPv4 first: the
+// default for certificate SANs and, without a DNS suffix, for how peers
+// reach this member.
+func hostIPs() []net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var v4, v6 []net.IP
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || !ipn.IP.IsGlobalUnicast() {
+			continue
+		}
+		if ipn.IP.To4() != nil {
+			v4 = append(v4, ipn.IP)
+		} else {
+			v6 = append(v6, ipn.IP)
+		}
+	}
+	return append(v4, v6...)
 }

@@ -34,8 +34,8 @@ import (
 type Config struct {
 	Name string // member name, e.g. etcd-b (from /run/etcdadm/identity.env)
 	// Host is how peers and clients reach this host: an address, or a DNS
-	// name. With the cluster's DNS suffix set and Host empty, the member is
-	// reached as Name.suffix.
+	// name. When empty: Name.suffix with the cluster's DNS suffix set, else
+	// the first of IPs, else the hostname.
 	Host string
 	// ListenHost is the address etcd listens on ("" = every address).
 	ListenHost string
@@ -160,6 +160,9 @@ func (j *joiner) self() Peer {
 	host := j.cfg.Host
 	if host == "" && s.DNSSuffix != "" {
 		host = j.cfg.Name + "." + s.DNSSuffix
+	}
+	if host == "" && len(j.cfg.IPs) > 0 {
+		host = j.cfg.IPs[0].String()
 	}
 	if host == "" {
 		host, _ = os.Hostname()
