@@ -103,7 +103,20 @@ func run(c *cli.Context, reconcile bool) error {
 		cfg.IPs = append(cfg.IPs, ip)
 	}
 	if len(cfg.IPs) == 0 {
-		cfg.IPs = hostIPs()
+		// At boot the network may still be coming up: wait for an address
+		// rather than advertise a name nobody can resolve.
+		for deadline := time.Now().Add(time.Minute); len(cfg.IPs) == 0 && time.Now().Before(deadline); {
+			var err error
+			if cfg.IPs, err = hostIPs(); err != nil {
+				return cli.Exit(fmt.Sprintf("reading this host's addresses: %v", err), 1)
+			}
+			if len(cfg.IPs) == 0 {
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+		if len(cfg.IPs) == 0 && cfg.Host == "" {
+			return cli.Exit("this host has no global address after 1 min: bring up the network, or set --host (ETCDADM_HOST) to how peers reach this host", 1)
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cli.Exit(err, 2)
@@ -160,10 +173,10 @@ func lookupOwner(name string) (pki.Owner, error) {
 // hostIPs are this host's global unicast addresses, IPv4 first: the
 // default for certificate SANs and, without a DNS suffix, for how peers
 // reach this member.
-func hostIPs() []net.IP {
+func hostIPs() ([]net.IP, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var v4, v6 []net.IP
 	for _, a := range addrs {
@@ -177,5 +190,5 @@ func hostIPs() []net.IP {
 			v6 = append(v6, ipn.IP)
 		}
 	}
-	return append(v4, v6...)
+	return append(v4, v6...), nil
 }

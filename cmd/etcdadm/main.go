@@ -9,9 +9,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/adm"
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 )
 
 func main() {
+	cliflags.LoadHostEnv("/etc/etcdadm/etcdadm.env")
 	app := adm.App(os.Stdout)
 	if err := app.Run(adm.Interspersed(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdadm:", err)

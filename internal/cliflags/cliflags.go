@@ -26,9 +26,40 @@ func Store() cli.Flag {
 	}
 }
 
-// OpenStore opens the store named by --store; credentials from the environment.
+// HostCredentialsFile is where Ignition puts a master's S3 credentials.
+const HostCredentialsFile = "/etc/etcdadm/s3-credentials"
+
+// OpenStore opens the store named by --store; credentials from the
+// environment, else (on a master, as root) the host's credentials file.
 func OpenStore(c *cli.Context) (store.Store, error) {
-	return storeurl.Open(c.Context, c.String("store"), os.Getenv)
+	getenv := func(k string) string {
+		v := os.Getenv(k)
+		if k == "AWS_SHARED_CREDENTIALS_FILE" && v == "" && os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+			if f, err := os.Open(HostCredentialsFile); err == nil {
+				f.Close()
+				return HostCredentialsFile
+			}
+		}
+		return v
+	}
+	return storeurl.Open(c.Context, c.String("store"), getenv)
+}
+
+// LoadHostEnv sets the ETCDADM_* variables of a master's environment file
+// (/etc/etcdadm/etcdadm.env, written by Ignition) that are not set yet, so
+// an operator on a host need not repeat --store.
+func LoadHostEnv(path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if !ok || !strings.HasPrefix(k, "ETCDADM_") || os.Getenv(k) != "" {
+			continue
+		}
+		os.Setenv(k, strings.Trim(v, `"`))
+	}
 }
 
 // Etcd returns the etcd connection flags; endpointsDefault is the default

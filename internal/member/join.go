@@ -35,7 +35,7 @@ type Config struct {
 	Name string // member name, e.g. etcd-b (from /run/etcdadm/identity.env)
 	// Host is how peers and clients reach this host: an address, or a DNS
 	// name. When empty: Name.suffix with the cluster's DNS suffix set, else
-	// the first of IPs, else the hostname.
+	// the first of IPs.
 	Host string
 	// ListenHost is the address etcd listens on ("" = every address).
 	ListenHost string
@@ -147,6 +147,9 @@ func newJoiner(ctx context.Context, cfg Config, d Deps) (*joiner, error) {
 	}
 	j := &joiner{cfg: cfg, d: d, cluster: cluster, log: d.Log.With("member", cfg.Name)}
 	j.me = j.self()
+	if u, _ := url.Parse(j.me.PeerURL); u == nil || u.Hostname() == "" {
+		return nil, fmt.Errorf("member join: no address for this host: set --host or --ip, or a DNS suffix in the cluster settings")
+	}
 	if err := j.setupTLS(ctx); err != nil {
 		return nil, err
 	}
@@ -163,9 +166,6 @@ func (j *joiner) self() Peer {
 	}
 	if host == "" && len(j.cfg.IPs) > 0 {
 		host = j.cfg.IPs[0].String()
-	}
-	if host == "" {
-		host, _ = os.Hostname()
 	}
 	cp, pp := s.ClientPort, s.PeerPort
 	if j.cfg.ClientPort != 0 {
