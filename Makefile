@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build components test unit lint bench demo clean
+.PHONY: all build components test unit lint bench demo demo-down demo-local clean
 
 all: build
 
@@ -25,8 +25,17 @@ test: components lint build
 bench: components build
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/...
 
+# A 3-master cluster in systemd-nspawn hosts from one Ignition config,
+# backed up, left running (needs root); make demo-down removes it.
 demo: components build
-	bash test/demo/demo.sh
+	bash test/demo/cluster.sh up
+
+demo-down:
+	bash test/demo/cluster.sh down
+
+# One etcd on loopback: backup, verify, restore round trip (no root needed).
+demo-local: components build
+	bash test/demo/local.sh
 
 clean:
 	rm -rf $(BIN)
