@@ -36,7 +36,7 @@ type cluster struct {
 	bin      string
 }
 
-func newCluster(t *testing.T, members int) *cluster {
+func newCluster(t testing.TB, members int) *cluster {
 	t.Helper()
 	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: binaries(t)}
 	c.startStore(t)
@@ -67,7 +67,7 @@ func newCluster(t *testing.T, members int) *cluster {
 
 // startStore runs MinIO in the switch namespace: the hosts reach it on
 // the bridge, nothing outside the test network does.
-func (c *cluster) startStore(t *testing.T) {
+func (c *cluster) startStore(t testing.TB) {
 	t.Helper()
 	minioBin := filepath.Join(testenv.CacheDir(), "bin", "minio")
 	if _, err := os.Stat(minioBin); err != nil {
@@ -93,7 +93,7 @@ func (c *cluster) startStore(t *testing.T) {
 }
 
 // adm runs etcdadm in the switch namespace, next to the store.
-func (c *cluster) adm(t *testing.T, args ...string) (string, error) {
+func (c *cluster) adm(t testing.TB, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := c.n.Command(ctx, filepath.Join(c.bin, "etcdadm"), args...)
@@ -102,7 +102,7 @@ func (c *cluster) adm(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
-func (c *cluster) boot(t *testing.T, name string, extra ...string) *harness.Host {
+func (c *cluster) boot(t testing.TB, name string, extra ...string) *harness.Host {
 	t.Helper()
 	return c.n.Boot(t, name, harness.HostOptions{Ignition: c.ign, Binds: c.binds, NspawnArgs: extra})
 }
@@ -124,7 +124,7 @@ type hostStatus struct {
 }
 
 // status runs etcdadm status on a host, as an operator would.
-func status(t *testing.T, h *harness.Host) (hostStatus, error) {
+func status(t testing.TB, h *harness.Host) (hostStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, errOut, err := h.Exec(t, ctx, "/opt/etcdadm/bin/etcdadm", "status", "-o", "json", "--dial-timeout", "2s")
@@ -139,7 +139,7 @@ func status(t *testing.T, h *harness.Host) (hostStatus, error) {
 }
 
 // waitHealthy waits until h sees want healthy voting members named names.
-func waitHealthy(t *testing.T, h *harness.Host, names []string, timeout time.Duration) time.Duration {
+func waitHealthy(t testing.TB, h *harness.Host, names []string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var last string
@@ -172,7 +172,7 @@ func waitHealthy(t *testing.T, h *harness.Host, names []string, timeout time.Dur
 	return 0
 }
 
-func journal(t *testing.T, h *harness.Host) string {
+func journal(t testing.TB, h *harness.Host) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, _, _ := h.Exec(t, ctx, "journalctl", "--no-pager", "-n", "60", "-u", "etcd-member-join", "-u", "etcd", "-u", "etcd-snapshot-uploader")

@@ -65,7 +65,7 @@ var (
 
 // binaries builds the project's commands once (linux/amd64, static), for
 // binding into the hosts at /opt/etcdadm/bin.
-func binaries(t *testing.T) string {
+func binaries(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "etcdadm-e2e-bin-"); buildErr != nil {

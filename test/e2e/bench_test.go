@@ -1,0 +1,60 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// BenchmarkBootToHealthy: three masters boot from one Ignition config;
+// time from the first boot to a healthy 3-member cluster, median of 5.
+func BenchmarkBootToHealthy(b *testing.B) {
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	var ds []time.Duration
+	for range 5 {
+		b.Run("run", func(b *testing.B) { // each run's hosts go at its end
+			c := newCluster(b, 3)
+			start := time.Now()
+			var first = c.boot(b, names[0])
+			for _, n := range names[1:] {
+				c.boot(b, n)
+			}
+			waitHealthy(b, first, names, 3*time.Minute)
+			ds = append(ds, time.Since(start))
+		})
+	}
+	report(b, "boot 3 hosts -> healthy cluster", ds)
+}
+
+// BenchmarkReplaceDeadHost: a master is powered off for good and a blank
+// one boots from the same config under its name; time to 3/3 healthy,
+// median of 5 (the same cluster, one host replaced five times).
+func BenchmarkReplaceDeadHost(b *testing.B) {
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	c := newCluster(b, 3)
+	a := c.boot(b, names[0])
+	victim := c.boot(b, names[1])
+	c.boot(b, names[2])
+	waitHealthy(b, a, names, 3*time.Minute)
+	var ds []time.Duration
+	for i := range 5 {
+		victim.PowerOff(b)
+		start := time.Now()
+		victim = c.boot(b, fmt.Sprintf("etcd-b-%d", i), "--hostname=etcd-b")
+		waitHealthy(b, a, names, 3*time.Minute)
+		ds = append(ds, time.Since(start))
+	}
+	report(b, "replace a dead host -> 3/3 healthy", ds)
+}
+
+// report prints the figures on stdout: a benchmark with sub-benchmarks
+// has no result line of its own.
+func report(b *testing.B, what string, ds []time.Duration) {
+	slices.Sort(ds)
+	b.ReportMetric(ds[len(ds)/2].Seconds(), "median-s")
+	fmt.Printf("FIGURE %s, %d runs: median %v, min %v, max %v\n", what, len(ds),
+		ds[len(ds)/2].Round(100*time.Millisecond), ds[0].Round(100*time.Millisecond), ds[len(ds)-1].Round(100*time.Millisecond))
+}
