@@ -31,6 +31,8 @@ func Read(name string) ([]byte, error) { return files.ReadFile(name) }
 // etcd-member-join, not enabled on its own.
 func Enabled() []string {
 	return []string{
+		"etcd-volume-attach.service",
+		"etcd-volume-renew.timer",
 		"etcd-member-join.service",
 		"etcd-member-join.timer",
 		"etcd-reconcile.timer",

@@ -676,9 +676,29 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 	if err != nil {
 		return err
 	}
+	if err := j.ownDataDir(); err != nil {
+		return err
+	}
 	j.log.Info("starting etcd", "state", state, "envChanged", changed)
 	if err := j.d.Service.Start(ctx, changed); err != nil {
 		return fmt.Errorf("member join: start etcd: %w", err)
+	}
+	return nil
+}
+
+// ownDataDir makes the data directory etcd's: a freshly formatted volume
+// mounted there belongs to root. Only the directory itself is changed.
+func (j *joiner) ownDataDir() error {
+	if err := os.MkdirAll(j.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("member join: data dir: %w", err)
+	}
+	if err := os.Chmod(j.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("member join: data dir: %w", err)
+	}
+	if j.cfg.Owner.UID >= 0 {
+		if err := os.Chown(j.cfg.DataDir, j.cfg.Owner.UID, j.cfg.Owner.GID); err != nil {
+			return fmt.Errorf("member join: data dir: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,278 @@
+package dns
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
+	"github.com/etcdadm/etcdadm-immutable/test/testenv"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// clock is a settable now().
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func fileStore(t *testing.T) store.Store {
+	st, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func testConfig(name, addr string) Config {
+	var addrs []netip.Addr
+	for _, a := range strings.Split(addr, ",") {
+		addrs = append(addrs, netip.MustParseAddr(a))
+	}
+	return Config{Name: name, Addresses: addrs, Suffix: "c.test", Interval: time.Second, Lease: 10 * time.Second}
+}
+
+// Three hosts share a store: each one's hosts file lists all three; when
+// one stops renewing, its name disappears everywhere after its lease; when
+// a new host takes its name, the name follows it.
+func testRegistry(t *testing.T, st store.Store) {
+	clk := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	type host struct {
+		r    *registrar
+		path string
+	}
+	newHost := func(name, addr string) host {
+		p := filepath.Join(t.TempDir(), "hosts")
+		os.WriteFile(p, []byte("127.0.0.1 localhost\n"), 0o644)
+		return host{&registrar{cfg: testConfig(name, addr), st: st, p: &HostsFile{Path: p}, log: quiet, now: clk.now, seen: map[string]bool{}}, p}
+	}
+	a, b, c := newHost("etcd-a", "10.0.0.1"), newHost("etcd-b", "10.0.0.2"), newHost("etcd-c", "10.0.0.3")
+	round := func(hs ...host) {
+		t.Helper()
+		for _, h := range hs {
+			if s := h.r.round(context.Background()); s.Degraded {
+				t.Fatalf("%s: %v", h.r.cfg.Name, s.Err)
+			}
+		}
+	}
+	check := func(h host, want ...string) {
+		t.Helper()
+		got, _ := os.ReadFile(h.path)
+		wantText := "127.0.0.1 localhost\n"
+		if len(want) > 0 {
+			wantText += hostsBegin + "\n" + strings.Join(want, "\n") + "\n" + hostsEnd + "\n"
+		}
+		if string(got) != wantText {
+			t.Fatalf("%s: hosts file\n%s\nwant\n%s", h.r.cfg.Name, got, wantText)
+		}
+	}
+	round(a, b, c)
+	round(a) // a learns b and c
+	all := []string{"10.0.0.1\tetcd-a.c.test", "10.0.0.2\tetcd-b.c.test", "10.0.0.3\tetcd-c.c.test"}
+	check(a, all...)
+	check(c, all...)
+
+	recs, _, err := Records(context.Background(), st)
+	if err != nil || len(recs) != 3 || !recs[1].Expires.Equal(clk.now().Add(10*time.Second)) {
+		t.Fatalf("registry: %+v, %v", recs, err)
+	}
+
+	// b's host dies: a and c renew, b does not; after the lease b is gone.
+	clk.add(6 * time.Second)
+	round(a, c)
+	check(a, all...)
+	clk.add(6 * time.Second)
+	round(a, c)
+	check(a, all[0], all[2])
+	check(c, all[0], all[2])
+
+	// A new host claims etcd-b's volume and with it the name.
+	b2 := newHost("etcd-b", "10.0.0.22")
+	round(b2, a)
+	check(a, all[0], "10.0.0.22\tetcd-b.c.test", all[2])
+	check(b2, all[0], "10.0.0.22\tetcd-b.c.test", all[2])
+
+	// Deleted from the store entirely: gone from a's file at the next round.
+	if err := st.Delete(context.Background(), Prefix+"etcd-c.json"); err != nil {
+		t.Fatal(err)
+	}
+	round(a)
+	check(a, all[0], "10.0.0.22\tetcd-b.c.test")
+}
+
+func TestRegistryFileStore(t *testing.T) { testRegistry(t, fileStore(t)) }
+
+func TestRegistryMinIO(t *testing.T) {
+	s3 := testenv.StartMinIO(t)
+	st, err := storeurl.Open(context.Background(), s3.URL("dns-test/"), s3.Env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testRegistry(t, st)
+}
+
+// failingStore fails every call while down is set.
+type failingStore struct {
+	store.Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (f *failingStore) setDown(v bool) { f.mu.Lock(); f.down = v; f.mu.Unlock() }
+func (f *failingStore) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return store.ErrUnreachable
+	}
+	return nil
+}
+func (f *failingStore) Put(ctx context.Context, key string, r io.Reader, o store.PutOptions) (store.Info, error) {
+	if err := f.err(); err != nil {
+		return store.Info{}, err
+	}
+	return f.Store.Put(ctx, key, r, o)
+}
+func (f *failingStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	return f.Store.List(ctx, prefix)
+}
+
+// notes records sd_notify states.
+type notes struct {
+	mu     sync.Mutex
+	states []string
+}
+
+func (n *notes) Notify(s string) { n.mu.Lock(); n.states = append(n.states, s); n.mu.Unlock() }
+func (n *notes) lastStatus() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i := len(n.states) - 1; i >= 0; i-- {
+		if strings.HasPrefix(n.states[i], "STATUS=") {
+			return n.states[i]
+		}
+	}
+	return ""
+}
+func (n *notes) has(s string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range n.states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// waitUntil polls cond (bounded).
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The daemon loop: ready, then degraded while the store is down (status,
+// metrics), still running, and ok again when it is back.
+func TestRunDegradedStore(t *testing.T) {
+	fs := &failingStore{Store: fileStore(t)}
+	dir := t.TempDir()
+	hostsPath, metrics := filepath.Join(dir, "hosts"), filepath.Join(dir, "etcd_dns.prom")
+	cfg := testConfig("etcd-a", "10.0.0.1")
+	cfg.Interval, cfg.Lease, cfg.MaxBackoff, cfg.MetricsFile = 50*time.Millisecond, time.Minute, 100*time.Millisecond, metrics
+	n := &notes{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, fs, &HostsFile{Path: hostsPath}, n, quiet, 40*time.Millisecond, time.Now)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Run did not return after cancel")
+		}
+	}()
+	metricsHave := func(s string) func() bool {
+		return func() bool { b, _ := os.ReadFile(metrics); return strings.Contains(string(b), s) }
+	}
+	waitUntil(t, "ready and ok", 5*time.Second, func() bool {
+		return n.has("READY=1") && strings.HasPrefix(n.lastStatus(), "STATUS=ok: 1 names")
+	})
+	waitUntil(t, "metrics ok", 5*time.Second, metricsHave("etcdadm_dns_degraded 0"))
+	if b, _ := os.ReadFile(hostsPath); !strings.Contains(string(b), "10.0.0.1\tetcd-a.c.test") {
+		t.Fatalf("hosts file:\n%s", b)
+	}
+	fs.setDown(true)
+	waitUntil(t, "degraded status", 5*time.Second, func() bool { return strings.HasPrefix(n.lastStatus(), "STATUS=degraded: store") })
+	waitUntil(t, "degraded metric", 5*time.Second, metricsHave("etcdadm_dns_degraded 1"))
+	if b, _ := os.ReadFile(hostsPath); !strings.Contains(string(b), "10.0.0.1\tetcd-a.c.test") {
+		t.Fatalf("the store being down must not drop names:\n%s", b)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while degraded: %v", err)
+	default:
+	}
+	fs.setDown(false)
+	waitUntil(t, "ok again", 5*time.Second, func() bool { return strings.HasPrefix(n.lastStatus(), "STATUS=ok") })
+	waitUntil(t, "metrics ok again", 5*time.Second, metricsHave("etcdadm_dns_degraded 0"))
+	if !n.has("WATCHDOG=1") {
+		t.Error("no WATCHDOG=1 sent")
+	}
+	b, _ := os.ReadFile(metrics)
+	for _, m := range []string{"etcdadm_dns_records_published 1", "etcdadm_dns_last_success_timestamp_seconds 1"} {
+		if !strings.Contains(string(b), m) {
+			t.Errorf("metrics lack %q:\n%s", m, b)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := testConfig("etcd-a", "10.0.0.1")
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"bad name":      func(c *Config) { c.Name = "Etcd_A" },
+		"no address":    func(c *Config) { c.Addresses = nil },
+		"no suffix":     func(c *Config) { c.Suffix = "" },
+		"short lease":   func(c *Config) { c.Lease = c.Interval },
+		"zero interval": func(c *Config) { c.Interval = 0 },
+	} {
+		c := good
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

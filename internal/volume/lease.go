@@ -1,0 +1,261 @@
+package volume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+// ClaimPrefix is where claims live in the store: <prefix><volume>.json.
+const ClaimPrefix = "etcdadm/volumes/"
+
+// Claim is one volume's lease: which host holds it and until when.
+// Generation counts the hosts that have held the volume: it grows by one
+// on every takeover and stays put on renewal, so it can fence later.
+type Claim struct {
+	Volume     string    `json:"volume"`
+	Holder     string    `json:"holder"`
+	Expires    time.Time `json:"expires"`
+	Generation int64     `json:"generation"`
+	Acquired   time.Time `json:"acquired"`
+}
+
+// Live reports whether the lease still runs at now.
+func (c Claim) Live(now time.Time) bool { return now.Before(c.Expires) }
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?$`)
+
+// CheckName accepts volume names that are also valid ext4 labels (16
+// bytes), DNS labels and store key parts.
+func CheckName(name string) error {
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%w: volume name %q: want 1-16 characters a-z, 0-9 and '-', not starting or ending with '-'", ErrConfig, name)
+	}
+	return nil
+}
+
+// Names returns the pool of a cluster of n members: etcd-a, etcd-b, ...
+func Names(n int) []string {
+	var out []string
+	for i := 0; i < n && i < 26; i++ {
+		out = append(out, "etcd-"+string(rune('a'+i)))
+	}
+	return out
+}
+
+// Pool claims volumes through leases in the store. Claims are only ever
+// written create-only or compare-and-swap on the ETag just read, so of
+// two hosts racing for one volume exactly one wins, and a live lease is
+// never taken.
+type Pool struct {
+	Store  store.Store
+	HostID string
+	Lease  time.Duration
+	Now    func() time.Time
+	Log    *slog.Logger
+	// Attempts bounds the retries after store failures (default 5);
+	// Backoff is the first pause between them, doubling (default 1s).
+	Attempts int
+	Backoff  time.Duration
+}
+
+func (p *Pool) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Pool) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func claimKey(name string) string { return ClaimPrefix + name + ".json" }
+
+// Read returns a volume's claim and its ETag; ErrNotFound (wrapped) when
+// nobody ever claimed it.
+func (p *Pool) Read(ctx context.Context, name string) (Claim, string, error) {
+	b, info, err := store.GetBytes(ctx, p.Store, claimKey(name), 1<<16)
+	if err != nil {
+		return Claim{}, "", fmt.Errorf("claim %s: %w", name, err)
+	}
+	var c Claim
+	if err := json.Unmarshal(b, &c); err != nil {
+		return Claim{}, "", fmt.Errorf("claim %s: %s: %w", name, claimKey(name), err)
+	}
+	return c, info.ETag, nil
+}
+
+func (p *Pool) write(ctx context.Context, c Claim, opts store.PutOptions) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = store.PutBytes(ctx, p.Store, claimKey(c.Volume), b, opts)
+	return err
+}
+
+func (p *Pool) check() error {
+	if p.Store == nil || p.HostID == "" || p.Lease <= 0 {
+		return fmt.Errorf("%w: a pool needs a store, a host id and a positive lease", ErrConfig)
+	}
+	return nil
+}
+
+// Acquire gives this host one volume of names: the one it already holds
+// (renewed), else the lowest-named free or expired one. Store failures
+// are retried a bounded number of times; each attempt starts from a fresh
+// read, so a write whose answer was lost is found as our own claim and
+// kept, never followed by a second claim.
+func (p *Pool) Acquire(ctx context.Context, names []string) (Claim, error) {
+	if err := p.check(); err != nil {
+		return Claim{}, err
+	}
+	if len(names) == 0 {
+		return Claim{}, fmt.Errorf("%w: the pool has no volumes", ErrConfig)
+	}
+	for _, n := range names {
+		if err := CheckName(n); err != nil {
+			return Claim{}, err
+		}
+	}
+	attempts, backoff := p.Attempts, p.Backoff
+	if attempts <= 0 {
+		attempts = 5
+	}
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	var err error
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			p.log().Warn("claim attempt failed; retrying", "attempt", i, "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return Claim{}, fmt.Errorf("claim: %w (last error: %w)", ctx.Err(), err)
+			}
+			backoff *= 2
+		}
+		var c Claim
+		c, err = p.acquireOnce(ctx, names)
+		if err == nil || errors.Is(err, ErrNoFreeVolume) || errors.Is(err, ErrConfig) {
+			return c, err
+		}
+	}
+	return Claim{}, fmt.Errorf("claim: %w: giving up after %d attempts: %w", ErrStore, attempts, err)
+}
+
+type seen struct {
+	claim  Claim
+	etag   string
+	exists bool
+}
+
+func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
+	// Read every claim first; any read error ends the attempt, so we never
+	// act on a partial view.
+	view := make([]seen, len(names))
+	for i, n := range names {
+		c, etag, err := p.Read(ctx, n)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return Claim{}, err
+		default:
+			view[i] = seen{c, etag, true}
+		}
+	}
+	now := p.now()
+	// Ours first, live or lapsed: nobody took it, so it is still ours.
+	for i, n := range names {
+		v := view[i]
+		if !v.exists || v.claim.Holder != p.HostID {
+			continue
+		}
+		c := v.claim
+		c.Volume, c.Expires = n, now.Add(p.Lease)
+		err := p.write(ctx, c, store.PutOptions{IfMatch: v.etag})
+		if errors.Is(err, store.ErrPrecondition) {
+			// Taken over between our read and write: look again.
+			return Claim{}, fmt.Errorf("claim %s: changed while renewing: %w", n, err)
+		}
+		if err != nil {
+			return Claim{}, fmt.Errorf("claim %s: renew: %w", n, err)
+		}
+		p.log().Info("kept the volume this host holds", "volume", n, "generation", c.Generation, "expires", c.Expires)
+		return c, nil
+	}
+	for i, n := range names {
+		v := view[i]
+		c := Claim{Volume: n, Holder: p.HostID, Expires: now.Add(p.Lease), Generation: 1, Acquired: now}
+		opts := store.PutOptions{IfNoneMatch: true}
+		if v.exists {
+			if v.claim.Live(now) {
+				continue
+			}
+			c.Generation = v.claim.Generation + 1
+			opts = store.PutOptions{IfMatch: v.etag}
+		}
+		err := p.write(ctx, c, opts)
+		if errors.Is(err, store.ErrPrecondition) {
+			continue // another host was faster
+		}
+		if err != nil {
+			// The write may or may not have happened: end the attempt
+			// here rather than try the next volume.
+			return Claim{}, fmt.Errorf("claim %s: %w", n, err)
+		}
+		if v.exists {
+			p.log().Info("took over an expired volume", "volume", n, "previous_holder", v.claim.Holder, "expired", v.claim.Expires, "generation", c.Generation)
+		} else {
+			p.log().Info("claimed a new volume", "volume", n)
+		}
+		return c, nil
+	}
+	return Claim{}, ErrNoFreeVolume
+}
+
+// Renew extends this host's lease on name. ErrLost when another host has
+// taken the volume over; a lapsed lease nobody took is renewed.
+func (p *Pool) Renew(ctx context.Context, name string) (Claim, error) {
+	if err := p.check(); err != nil {
+		return Claim{}, err
+	}
+	c, etag, err := p.Read(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return Claim{}, fmt.Errorf("renew %s: %w (the claim is gone)", name, ErrLost)
+	}
+	if err != nil {
+		return Claim{}, fmt.Errorf("renew: %w: %w", ErrStore, err)
+	}
+	if c.Holder != p.HostID {
+		return Claim{}, fmt.Errorf("renew %s: %w: held by %s since %s", name, ErrLost, c.Holder, c.Acquired.Format(time.RFC3339))
+	}
+	now := p.now()
+	if !c.Live(now) {
+		p.log().Warn("lease had lapsed; nobody took the volume, renewing", "volume", name, "expired", c.Expires)
+	}
+	c.Expires = now.Add(p.Lease)
+	err = p.write(ctx, c, store.PutOptions{IfMatch: etag})
+	if errors.Is(err, store.ErrPrecondition) {
+		now, _, rerr := p.Read(ctx, name)
+		if rerr == nil && now.Holder == p.HostID {
+			return now, nil // renewed concurrently by another run on this host
+		}
+		return Claim{}, fmt.Errorf("renew %s: %w: the claim changed under us", name, ErrLost)
+	}
+	if err != nil {
+		return Claim{}, fmt.Errorf("renew %s: %w: %w", name, ErrStore, err)
+	}
+	return c, nil
+}
