@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -34,6 +36,7 @@ and a client certificate from 'etcdadm pki issue-client'. With --store (or
 ETCDADM_STORE) it also shows the age of the last backup.`,
 		Flags: append([]cli.Flag{optionalStore(), outputFlag(),
 			&cli.BoolFlag{Name: "units", Value: true, Usage: "also show this host's etcd units and timers (over D-Bus; skipped where there is no system bus)"},
+			&cli.StringFlag{Name: "pki-dir", Value: "/etc/etcd/pki", Usage: "show the expiry of the certificates here (skipped when absent)"},
 		}, cliflags.Etcd("https://127.0.0.1:2379")...),
 		Action: statusAction,
 	}
@@ -54,6 +57,9 @@ func statusAction(c *cli.Context) error {
 	r, err := status.Collect(c.Context, cli3, st, time.Now())
 	if err != nil {
 		return err
+	}
+	if exp, err := pki.Expiry(c.String("pki-dir")); err == nil && len(exp) > 0 {
+		r.Certificates = exp
 	}
 	var unitStates []systemd.UnitState
 	if c.Bool("units") {
@@ -79,6 +85,10 @@ func statusAction(c *cli.Context) error {
 	printMembers(w, r.Members)
 	if len(r.Alarms) > 0 {
 		fmt.Fprintf(w, "\nALARMS: %s\n", strings.Join(r.Alarms, "; "))
+	}
+	if len(r.Certificates) > 0 {
+		fmt.Fprintln(w)
+		printCerts(w, r.Certificates)
 	}
 	if len(unitStates) > 0 {
 		fmt.Fprintln(w)
@@ -213,6 +223,25 @@ func printUnits(w io.Writer, us []systemd.UnitState) {
 			next = "in " + humanAge(u.NextElapse.Sub(now))
 		}
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", u.Name, u.Active, u.Sub, u.Result, last, next)
+	}
+	tw.Flush()
+}
+
+func printCerts(w io.Writer, certs map[string]time.Time) {
+	names := make([]string, 0, len(certs))
+	for n := range certs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CERTIFICATE\tEXPIRES\tIN")
+	for _, n := range names {
+		left := time.Until(certs[n])
+		in := humanAge(left)
+		if left < 0 {
+			in = "EXPIRED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n, certs[n].UTC().Format(time.RFC3339), in)
 	}
 	tw.Flush()
 }

@@ -339,7 +339,7 @@ func TestCluster(t *testing.T) {
 		}
 		// On a master the store and its credentials come from the host itself.
 		out := a.MustExec(t, "/opt/etcdadm/bin/etcdadm", "status")
-		for _, want := range []string{"3/3 voting members healthy", "LEADER", "etcd-member-join.service", "etcd-snapshot-uploader.timer", "NEXT RUN", "last backup:"} {
+		for _, want := range []string{"3/3 voting members healthy", "LEADER", "server.crt", "etcd-member-join.service", "etcd-snapshot-uploader.timer", "NEXT RUN", "last backup:"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("etcdadm status on a host lacks %q:\n%s", want, out)
 			}

@@ -53,8 +53,8 @@ func TestEtcdadmClusterCommands(t *testing.T) {
 	pkiDir := filepath.Join(hosts[0].Cfg.Root, "etc/etcd/pki")
 	tls := []string{"--endpoints", hosts[0].ClientURL(), "--cacert", filepath.Join(pkiDir, "ca.crt"), "--cert", filepath.Join(pkiDir, "client.crt"), "--key", filepath.Join(pkiDir, "client.key")}
 
-	r = etcdadm(append([]string{"status", "--store", url}, tls...)...)
-	if r.code != 0 || !strings.Contains(r.stdout, "3/3 voting members healthy") || !strings.Contains(r.stdout, "LEADER") || !strings.Contains(r.stdout, "last backup: none") {
+	r = etcdadm(append([]string{"status", "--store", url, "--pki-dir", pkiDir}, tls...)...)
+	if r.code != 0 || !strings.Contains(r.stdout, "3/3 voting members healthy") || !strings.Contains(r.stdout, "LEADER") || !strings.Contains(r.stdout, "last backup: none") || !strings.Contains(r.stdout, "server.crt") {
 		t.Fatalf("status: %+v", r)
 	}
 	r = etcdadm(append([]string{"member", "list", "-o", "json"}, tls...)...)

@@ -73,3 +73,11 @@ func (m *Manager) Active(ctx context.Context) (bool, error) {
 	}
 	return p.Value.Value() == "active", nil
 }
+
+// Reload makes systemd re-read unit files (after a drop-in changed).
+func (m *Manager) Reload(ctx context.Context) error {
+	if err := m.Conn.ReloadContext(ctx); err != nil {
+		return fmt.Errorf("systemd: daemon-reload: %w", err)
+	}
+	return nil
+}
