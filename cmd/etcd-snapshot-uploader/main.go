@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -40,7 +41,14 @@ Exit codes: 0 uploaded or skipped (not the leader); 1 other failure;
 2 bad configuration; 3 store unreachable, denied or failing; 4 etcd
 unreachable; 5 the snapshot failed its integrity check (nothing published).`
 
+// memoryLimit keeps the heap near what the pipeline holds (~25 MiB): with
+// the default GOGC the runtime would double it (docs/benchmarks.md).
+const memoryLimit = 40 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	app := &cli.App{
 		Name:        "etcd-snapshot-uploader",
 		Usage:       "back up etcd to the store (leader only) and apply retention",

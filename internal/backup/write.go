@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"time"
 
@@ -39,8 +38,12 @@ type Result struct {
 	Integrity Integrity
 }
 
-// gzip blocks of 1 MiB, two per core: bounded memory, all cores busy.
-const gzipBlock = 1 << 20
+// Two gzip blocks of 512 KiB: two cores compress, the rest stay with etcd
+// and the API server, and memory stays small (docs/benchmarks.md).
+const (
+	gzipBlock  = 512 << 10
+	gzipBlocks = 2
+)
 
 // Write streams a snapshot into the store as a new backup in one pass:
 // snapshot -> parallel gzip -> upload, hashing on the way. Data first, then
@@ -67,7 +70,7 @@ func Write(ctx context.Context, st store.Store, snap Snapshot, now time.Time) (R
 			pw.CloseWithError(err)
 			return
 		}
-		if err := zw.SetConcurrency(gzipBlock, 2*runtime.GOMAXPROCS(0)); err != nil {
+		if err := zw.SetConcurrency(gzipBlock, gzipBlocks); err != nil {
 			pw.CloseWithError(err)
 			return
 		}

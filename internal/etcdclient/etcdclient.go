@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Config says how to reach etcd.
@@ -65,6 +66,9 @@ func New(c Config) (*clientv3.Client, error) {
 		TLS:         tlsCfg,
 		DialTimeout: dt,
 		Logger:      zap.NewNop(),
+		// Fixed 1 MiB flow-control windows: gRPC's dynamic window grows to
+		// 16 MiB while etcd streams a snapshot faster than it is gzipped.
+		DialOptions: []grpc.DialOption{grpc.WithInitialWindowSize(1 << 20), grpc.WithInitialConnWindowSize(1 << 20)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcd: connect %s: %w", strings.Join(c.Endpoints, ","), err)
