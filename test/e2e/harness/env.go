@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 	"time"
 )
 
@@ -26,29 +28,12 @@ const (
 	fixComponents = "run `make components` as root (or only the e2e part: `bash images/components/install.sh e2e`)"
 )
 
-// cacheDir is where install.sh puts components: $ETCDADM_CACHE, else
-// $XDG_CACHE_HOME/etcdadm, else ~/.cache/etcdadm (as testenv.CacheDir,
-// which this package may not import).
-func cacheDir() string {
-	if d := os.Getenv("ETCDADM_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "etcdadm")
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return filepath.Join(".cache", "etcdadm")
-	}
-	return filepath.Join(home, ".cache", "etcdadm")
-}
-
 // rootfsDir is the cached host root filesystem images/hostroot/build.sh
 // made, checked to exist and, when the test runs inside the repository, to
 // be built by the current recipe.
 func rootfsDir(t testing.TB) string {
 	t.Helper()
-	base := filepath.Join(cacheDir(), "hostroot", "bookworm")
+	base := filepath.Join(testenv.CacheDir(), "hostroot", "bookworm")
 	root := filepath.Join(base, "rootfs")
 	if _, err := os.Stat(filepath.Join(root, "lib", "systemd", "systemd")); err != nil {
 		t.Fatalf("harness: the test host rootfs %s is missing (%v): %s", root, err, fixComponents)
@@ -90,7 +75,7 @@ func repoFile(rel string) ([]byte, bool) {
 // ignitionApply is the cached ignition-apply binary.
 func ignitionApply(t testing.TB) string {
 	t.Helper()
-	p := filepath.Join(cacheDir(), "bin", "ignition-apply")
+	p := filepath.Join(testenv.CacheDir(), "bin", "ignition-apply")
 	fi, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("harness: %s is missing: %s", p, fixComponents)
