@@ -23,10 +23,18 @@ export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
 log() { printf 'install: %s\n' "$*" >&2; }
 
+# reports_version BIN V: BIN --version names etcd V. (No `| grep -q`: under
+# pipefail grep's early exit makes the writer die of SIGPIPE at random.)
+reports_version() {
+  local out
+  out=$("$1" --version 2>/dev/null) || return 1
+  [[ $out == *"etcd Version: $2"$'\n'* || $out == *"etcd Version: $2" ]]
+}
+
 build_etcd() {
   local v=$1 dir="$cache/etcd/v$1" work
   if [ -x "$dir/etcd" ] && [ -x "$dir/etcdctl" ] && [ -x "$dir/etcdutl" ] &&
-     "$dir/etcd" --version 2>/dev/null | grep -q "etcd Version: $v\$"; then
+     reports_version "$dir/etcd" "$v"; then
     return 0
   fi
   log "building etcd $v (about 2-3 minutes cold) into $dir"
@@ -71,7 +79,7 @@ GO
     go build -trimpath -ldflags "-s -w" -o out/etcd ./cmd/etcd &&
     go build -trimpath -ldflags "-s -w" -o out/etcdctl go.etcd.io/etcd/etcdctl/v3 &&
     go build -trimpath -ldflags "-s -w" -o out/etcdutl go.etcd.io/etcd/etcdutl/v3)
-  "$work/out/etcd" --version | grep -q "etcd Version: $v\$" ||
+  reports_version "$work/out/etcd" "$v" ||
     { log "etcd $v built but reports another version"; return 1; }
   rm -rf "$dir.tmp" && mkdir -p "$dir.tmp" && mv "$work"/out/* "$dir.tmp/" &&
     rm -rf "$dir" && mv "$dir.tmp" "$dir"

@@ -23,16 +23,24 @@ install_knot() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq knot knot-dnsutils >/dev/null
 }
 
+# has_dynupdate BIN: the build has the plugin. Output is captured first:
+# `| grep -q` under pipefail kills the writer with SIGPIPE at random.
+has_dynupdate() {
+  local out
+  out=$("$1" -plugins 2>/dev/null) || return 1
+  grep -qx '[[:space:]]*dynupdate' <<<"$out"
+}
+
 build_coredns() {
-  local bin="$cache/bin/coredns"
-  if [ -x "$bin" ] && "$bin" -version 2>/dev/null | grep -q "CoreDNS-${COREDNS_VERSION#v}\$" &&
-     "$bin" -plugins 2>/dev/null | grep -qx '[[:space:]]*dynupdate'; then
+  local bin="$cache/bin/coredns" ver
+  if [ -x "$bin" ] && ver=$("$bin" -version 2>/dev/null) &&
+     grep -q "CoreDNS-${COREDNS_VERSION#v}\$" <<<"$ver" && has_dynupdate "$bin"; then
     return 0
   fi
   log "building CoreDNS $COREDNS_VERSION (a few minutes cold) into $bin"
   CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$cache/bin" \
     go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
-  "$bin" -plugins | grep -qx '[[:space:]]*dynupdate' ||
+  has_dynupdate "$bin" ||
     { log "CoreDNS $COREDNS_VERSION has no dynupdate plugin"; return 1; }
 }
 
