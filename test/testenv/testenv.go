@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -70,13 +72,32 @@ func requireBin(t testing.TB, path string) string {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testenv: find a free port: %v", err)
+	// Below the kernel's ephemeral range (32768-60999 here): a port from
+	// ":0" is free now but may be handed to some outgoing connection
+	// before the server under test binds it, which made a founding etcd
+	// fail now and then under load. Ports are handed out in turn from a
+	// random start, so one test process never gets the same port twice.
+	for range 200 {
+		port := portLow + int(nextPort.Add(1)%portSpan)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("testenv: no free port in %d-%d after 200 tries", portLow, portLow+portSpan)
+	return 0
 }
+
+const portLow, portSpan = 15000, 17000
+
+// nextPort is the one piece of package state: the test process' cursor
+// through the port range (see FreePort).
+var nextPort = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(rand.Int64N(portSpan))
+	return &n
+}()
 
 // waitFor polls cond every interval until it returns nil, the process
 // behind exited (when not nil) or timeout passes; it returns the last
