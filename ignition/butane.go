@@ -135,7 +135,7 @@ func (p plan) butane() ([]byte, error) {
 	st.Links = append(st.Links, link{Path: EtcdCurrent, Target: "v" + p.etcdVersion, Hard: false, Overwrite: true})
 
 	enabled := map[string]bool{}
-	for _, n := range units.Enabled() {
+	for _, n := range append(units.Enabled(), p.enable...) {
 		enabled[n] = true
 	}
 	yes := true
@@ -152,7 +152,7 @@ func (p plan) butane() ([]byte, error) {
 		c.Systemd.Units = append(c.Systemd.Units, u)
 	}
 	if len(enabled) > 0 {
-		return nil, fmt.Errorf("ignition: units.Enabled() names %v, not embedded units", slices.Sorted(maps.Keys(enabled)))
+		return nil, fmt.Errorf("%w: units to enable %v are not embedded units (see units/)", ErrInvalid, slices.Sorted(maps.Keys(enabled)))
 	}
 
 	var buf bytes.Buffer

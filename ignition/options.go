@@ -92,6 +92,10 @@ type Options struct {
 	Host string   // ETCDADM_HOST: how peers reach this host
 	IPs  []string // ETCDADM_IPS: this host's addresses (certificate SANs)
 
+	// EnableUnits are embedded units to enable besides units.Enabled(),
+	// e.g. etcd-dns-registrar.service for a cluster with a DNS suffix.
+	EnableUnits []string
+
 	Binaries Binaries
 	// BinariesBaseURL (url mode) serves bin/<program> for ours and
 	// etcd/vX.Y.Z/<program> for etcd's: the layout of images/components'
@@ -122,6 +126,7 @@ type plan struct {
 	credentials string
 	downloads   []download // url mode only
 	secret      bool       // credentials came from a file
+	enable      []string   // units enabled besides units.Enabled()
 }
 
 type envVar struct{ key, value string }
@@ -153,7 +158,7 @@ var reservedEnv = map[string]string{
 func (o Options) resolve() (plan, error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	p := plan{variant: o.Variant, name: o.OutputName(), etcdVersion: o.EtcdVersion}
+	p := plan{variant: o.Variant, name: o.OutputName(), etcdVersion: o.EtcdVersion, enable: o.EnableUnits}
 
 	var ok bool
 	if p.version, ok = butaneVersion[o.Variant]; !ok {

@@ -47,6 +47,7 @@ holds the S3 credentials: --out-dir files are written 0600.`,
 			&cli.StringFlag{Name: "host", Usage: "how peers reach this host, address or DNS name (ETCDADM_HOST in host.env)"},
 			&cli.StringSliceFlag{Name: "ip", Usage: "this host's addresses for its certificates, repeatable (ETCDADM_IPS in host.env)"},
 			&cli.StringFlag{Name: "host-log-level", Value: "info", Usage: "ETCDADM_LOG_LEVEL of the units: debug, info, warn or error"},
+			&cli.StringSliceFlag{Name: "enable", Usage: "also enable this embedded unit, repeatable (e.g. etcd-dns-registrar.service when the cluster has a DNS suffix)"},
 			&cli.StringSliceFlag{Name: "env", Usage: "further shared setting for etcdadm.env, KEY=VALUE with KEY ETCDADM_*, repeatable (e.g. ETCDADM_FOUND_GRACE=2m)"},
 			&cli.StringFlag{Name: "out-dir", Usage: "write NAME.bu and NAME.ign here (NAME: --name, else master) instead of stdout"},
 			&cli.StringFlag{Name: "format", Value: "ignition", Usage: "what to print without --out-dir: ignition or butane"},
@@ -84,6 +85,7 @@ func renderAction(c *cli.Context) error {
 		Binaries:          ignition.Binaries(c.String("binaries")),
 		BinariesBaseURL:   c.String("binaries-base-url"),
 		SHA256File:        c.String("sha256-file"),
+		EnableUnits:       c.StringSlice("enable"),
 	}
 	bu, ign, err := ignition.Render(opts)
 	if err != nil {

@@ -37,11 +37,17 @@ type cluster struct {
 }
 
 func newCluster(t testing.TB, members int) *cluster {
+	return newClusterWith(t, members, "", nil)
+}
+
+// newClusterWith seeds a cluster with a DNS suffix ("" for none) and
+// renders a config that also enables the given units.
+func newClusterWith(t testing.TB, members int, dnsSuffix string, enable []string) *cluster {
 	t.Helper()
 	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: binaries(t)}
 	c.startStore(t)
 	for _, args := range [][]string{
-		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", e2eVersion, "--cluster-name", "e2e"},
+		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", e2eVersion, "--cluster-name", "e2e", "--dns-suffix", dnsSuffix},
 		{"pki", "init", "--store", c.storeURL},
 	} {
 		if out, err := c.adm(t, args...); err != nil {
@@ -53,6 +59,7 @@ func newCluster(t testing.TB, members int) *cluster {
 	_, ign, err := ignition.Render(ignition.Options{
 		Variant: ignition.Flatcar, Store: c.storeURL, EtcdVersion: e2eVersion,
 		S3CredentialsFile: creds, Binaries: ignition.BinariesBaked, LogLevel: "debug",
+		EnableUnits: enable,
 	})
 	if err != nil {
 		t.Fatal(err)
