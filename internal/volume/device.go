@@ -162,15 +162,15 @@ func readMounts(path string) ([]mountEntry, error) {
 		}
 		out = append(out, mountEntry{
 			Dev:    unix.Mkdev(uint32(ma), uint32(mi)),
-			Point:  unescapeMount(fields[4]),
-			Source: unescapeMount(fields[sep+2]),
+			Point:  UnescapeMount(fields[4]),
+			Source: UnescapeMount(fields[sep+2]),
 		})
 	}
 	return out, sc.Err()
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
+// UnescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func UnescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/volume"
 )
 
 // Names of everything a network makes: e2e-<id>-sw (switch namespace),
@@ -221,29 +223,10 @@ func mountPoints() ([]string, error) {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) > 4 {
-			mps = append(mps, unescapeMount(fields[4]))
+			mps = append(mps, volume.UnescapeMount(fields[4]))
 		}
 	}
 	return mps, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // mountedUnder lists mount points at or below dir, deepest first.
