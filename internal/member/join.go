@@ -383,7 +383,7 @@ func (j *joiner) existing(ctx context.Context) (Result, error) {
 
 	if j.hasData() {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ml, err := cli.MemberList(lctx)
+		ml, err := j.memberList(lctx, cli)
 		cancel()
 		if err != nil {
 			// Nobody answers: a full-cluster restart. Our data says who
@@ -417,7 +417,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 		return Result{}, err
 	}
 	defer unlock()
-	ml, err := cli.MemberList(ctx)
+	ml, err := j.memberList(ctx, cli)
 	if err != nil {
 		return Result{}, fmt.Errorf("member join: member list: %w", err)
 	}
@@ -438,7 +438,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 			return Result{}, err
 		}
 		action = Replace
-		if ml, err = cli.MemberList(ctx); err != nil {
+		if ml, err = j.memberList(ctx, cli); err != nil {
 			return Result{}, fmt.Errorf("member join: member list: %w", err)
 		}
 	}
@@ -612,16 +612,26 @@ func (j *joiner) client(eps []string) (*clientv3.Client, error) {
 	return cli, nil
 }
 
+// lock takes the membership lock. Taking it is retried: the client's
+// endpoints come from the peer registry and may include a member that
+// was just removed and is shutting down ("raft: stopped").
 func (j *joiner) lock(ctx context.Context, cli *clientv3.Client) (func(), error) {
 	lctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(30), concurrency.WithContext(ctx))
+	var sess *concurrency.Session
+	var mu *concurrency.Mutex
+	err := j.retry(lctx, "membership lock", func() error {
+		var err error
+		if sess, err = concurrency.NewSession(cli, concurrency.WithTTL(30), concurrency.WithContext(ctx)); err != nil {
+			return err
+		}
+		mu = concurrency.NewMutex(sess, lockKey)
+		if err = mu.Lock(lctx); err != nil {
+			sess.Close()
+		}
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("member join: membership lock: %w", err)
-	}
-	mu := concurrency.NewMutex(sess, lockKey)
-	if err := mu.Lock(lctx); err != nil {
-		sess.Close()
 		return nil, fmt.Errorf("member join: membership lock: %w", err)
 	}
 	return func() {

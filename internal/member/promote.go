@@ -38,6 +38,17 @@ func (j *joiner) promoteIfLearner(ctx context.Context, cli *clientv3.Client) err
 	})
 }
 
+// memberList lists the members, retrying while the answering member is
+// shutting down or the leader is changing.
+func (j *joiner) memberList(ctx context.Context, cli *clientv3.Client) (*clientv3.MemberListResponse, error) {
+	var ml *clientv3.MemberListResponse
+	err := j.retry(ctx, "member list", func() (err error) {
+		ml, err = cli.MemberList(ctx)
+		return err
+	})
+	return ml, err
+}
+
 // retry runs op until it succeeds, fails with an error that is not
 // retryable, or the timeout passes.
 func (j *joiner) retry(ctx context.Context, what string, op func() error) error {
@@ -71,6 +82,11 @@ func (j *joiner) removeMember(ctx context.Context, cli *clientv3.Client, id uint
 		for _, m := range ml.Members {
 			if m.ID == id {
 				_, err := cli.MemberRemove(ctx, id)
+				if errors.Is(err, rpctypes.ErrMemberNotFound) || errors.Is(err, rpctypes.ErrGRPCMemberNotFound) {
+					// An earlier attempt went through; the list we read
+					// was served by a member that had not applied it yet.
+					return nil
+				}
 				return err
 			}
 		}
@@ -80,6 +96,10 @@ func (j *joiner) removeMember(ctx context.Context, cli *clientv3.Client, id uint
 
 func retryable(err error) bool {
 	if status.Code(err) == codes.Unavailable {
+		return true
+	}
+	// A member shutting down (just removed, or stopping) answers these.
+	if errors.Is(err, rpctypes.ErrStopped) || errors.Is(err, rpctypes.ErrGRPCStopped) || strings.Contains(err.Error(), "raft: stopped") {
 		return true
 	}
 	return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || errors.Is(err, rpctypes.ErrGRPCLearnerNotReady) ||

@@ -3,7 +3,8 @@ package member
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -33,7 +34,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 	var removed []string
 	backedUp := false
 	for {
-		ml, err := cli.MemberList(ctx)
+		ml, err := j.memberList(ctx, cli)
 		if err != nil {
 			return removed, fmt.Errorf("reconcile: member list: %w", err)
 		}
@@ -59,14 +60,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 				nHealthy++
 			}
 		}
-		// Unhealthy first, then the highest name: etcd-e before etcd-d.
-		sort.Slice(voters, func(a, b int) bool {
-			if healthy[voters[a].ID] != healthy[voters[b].ID] {
-				return !healthy[voters[a].ID]
-			}
-			return voters[a].Name > voters[b].Name
-		})
-		victim := voters[0]
+		victim := pickVictim(voters, healthy)
 		left := nHealthy
 		if healthy[victim.ID] {
 			left--
@@ -83,6 +77,20 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 		j.log.Info("removed surplus member", "removed", victim.Name, "members", len(voters)-1, "want", want)
 		removed = append(removed, victim.Name)
 	}
+}
+
+// pickVictim chooses the surplus member to remove first: an unhealthy one,
+// else the highest name (etcd-e before etcd-d), so a shrink undoes a grow.
+func pickVictim(voters []*etcdserverpb.Member, healthy map[uint64]bool) *etcdserverpb.Member {
+	return slices.MinFunc(voters, func(a, b *etcdserverpb.Member) int {
+		if healthy[a.ID] != healthy[b.ID] {
+			if !healthy[a.ID] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(b.Name, a.Name)
+	})
 }
 
 // moveLeaderOff hands leadership to a healthy member if victim leads.
