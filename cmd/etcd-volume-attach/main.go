@@ -40,7 +40,9 @@ volume at /var/lib/etcd, then write /run/etcdadm/identity.env
 Providers: none (do nothing: the member is named after the host); local (a
 fixed --device and --name); pool (claim one of --volumes, default etcd-a,
 etcd-b, ... from the spec's memberCount, through a lease in the store, and
-attach it with --driver). A blank device is formatted ext4; a device with
+attach it with --driver; when every volume is held it waits, up to --timeout,
+for the first lease to run out, so a replacement host can boot while the dead
+host's lease still runs). A blank device is formatted ext4; a device with
 any file system or partition table is never formatted. The command refuses,
 changing nothing, whatever could let two hosts mount one volume.
 
@@ -65,7 +67,8 @@ func main() {
 		&cli.StringFlag{Name: "host-id", EnvVars: []string{"ETCDADM_HOST_ID"}, Usage: "pool: this host's id in claims (default: /etc/machine-id, else the hostname)"},
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path (tests)"},
 		&cli.StringFlag{Name: "mounter", Value: "systemd", EnvVars: []string{"ETCDADM_MOUNTER"}, Usage: "systemd (a transient var-lib-etcd.mount over D-Bus) or plain (mount(2) in this process's namespace)"},
-		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "give up after this long"},
+		&cli.BoolFlag{Name: "wait", Value: true, EnvVars: []string{"ETCDADM_VOLUME_WAIT"}, Usage: "pool: when every volume is held, wait (up to --timeout) for the first lease to run out; --wait=false exits 4 at once"},
+		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "give up after this long (store failures are retried until then)"},
 		cliflags.LogLevel(),
 	}
 	app := &cli.App{
@@ -112,7 +115,8 @@ func config(c *cli.Context) volume.Config {
 // setup builds the configuration and dependencies; close releases them.
 func setup(ctx context.Context, c *cli.Context, log *slog.Logger, needMount bool) (volume.Config, volume.Deps, func(), error) {
 	cfg := config(c)
-	d := volume.Deps{Log: log}
+	// Store failures are retried until --timeout (Attempts 0).
+	d := volume.Deps{Log: log, WaitForFree: c.Bool("wait")}
 	closeFn := func() {}
 	if cfg.Provider == volume.ProviderPool {
 		if cfg.HostID == "" {

@@ -93,9 +93,10 @@ type Deps struct {
 	Mounter Mounter
 	Log     *slog.Logger
 	Now     func() time.Time
-	// Attempts and Backoff bound the pool's retries (see Pool).
-	Attempts int
-	Backoff  time.Duration
+	// Attempts, Backoff and WaitForFree: see Pool.
+	Attempts    int
+	Backoff     time.Duration
+	WaitForFree bool
 }
 
 // Identity is the member this host is, written to identity.env.
@@ -115,7 +116,7 @@ func (id Identity) Env() []byte {
 }
 
 func (c Config) pool(d Deps) *Pool {
-	return &Pool{Store: d.Store, HostID: c.HostID, Lease: c.Lease, Now: d.Now, Log: d.Log, Attempts: d.Attempts, Backoff: d.Backoff}
+	return &Pool{Store: d.Store, HostID: c.HostID, Lease: c.Lease, Now: d.Now, Log: d.Log, Attempts: d.Attempts, Backoff: d.Backoff, WaitForFree: d.WaitForFree}
 }
 
 // Attach gives this host its identity and mounts its volume. With the

@@ -59,11 +59,26 @@ type Pool struct {
 	Lease  time.Duration
 	Now    func() time.Time
 	Log    *slog.Logger
-	// Attempts bounds the retries after store failures (default 5);
-	// Backoff is the first pause between them, doubling (default 1s).
+	// Attempts bounds the retries after store failures; 0 retries until
+	// ctx ends. Backoff is the first pause between them, doubling up to
+	// 15s (default 1s).
 	Attempts int
 	Backoff  time.Duration
+	// WaitForFree: when every volume is held, wait (until ctx ends) for
+	// the first live lease to run out instead of failing at once with
+	// ErrNoFreeVolume. A replacement host booted while the dead host's
+	// lease still runs thus claims the volume as soon as it may.
+	WaitForFree bool
 }
+
+// NoFreeError is ErrNoFreeVolume with the claim that runs out first.
+type NoFreeError struct{ Next Claim }
+
+func (e *NoFreeError) Error() string {
+	return fmt.Sprintf("%v (the first to run out: %s, held by %s until %s)", ErrNoFreeVolume, e.Next.Volume, e.Next.Holder, e.Next.Expires.Format(time.RFC3339))
+}
+
+func (e *NoFreeError) Unwrap() error { return ErrNoFreeVolume }
 
 func (p *Pool) now() time.Time {
 	if p.Now != nil {
@@ -128,31 +143,49 @@ func (p *Pool) Acquire(ctx context.Context, names []string) (Claim, error) {
 			return Claim{}, err
 		}
 	}
-	attempts, backoff := p.Attempts, p.Backoff
-	if attempts <= 0 {
-		attempts = 5
-	}
+	backoff := p.Backoff
 	if backoff <= 0 {
 		backoff = time.Second
 	}
-	var err error
-	for i := 0; i < attempts; i++ {
-		if i > 0 {
-			p.log().Warn("claim attempt failed; retrying", "attempt", i, "err", err)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return Claim{}, fmt.Errorf("claim: %w (last error: %w)", ctx.Err(), err)
-			}
-			backoff *= 2
-		}
-		var c Claim
-		c, err = p.acquireOnce(ctx, names)
-		if err == nil || errors.Is(err, ErrNoFreeVolume) || errors.Is(err, ErrConfig) {
-			return c, err
+	pause := func(d time.Duration, err error) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("claim: %w (last error: %w)", ctx.Err(), err)
 		}
 	}
-	return Claim{}, fmt.Errorf("claim: %w: giving up after %d attempts: %w", ErrStore, attempts, err)
+	var err error
+	for failures := 0; ; {
+		var c Claim
+		c, err = p.acquireOnce(ctx, names)
+		var nf *NoFreeError
+		switch {
+		case err == nil, errors.Is(err, ErrConfig):
+			return c, err
+		case errors.As(err, &nf):
+			if !p.WaitForFree {
+				return c, err
+			}
+			// Wait for the first lease to run out; a little after, so the
+			// holder's clock and ours need not agree to the millisecond.
+			wait := min(max(time.Until(nf.Next.Expires)+time.Second, time.Second), p.Lease)
+			p.log().Info("every volume is held; waiting for the first lease to run out", "volume", nf.Next.Volume, "holder", nf.Next.Holder, "expires", nf.Next.Expires, "wait", wait.Round(time.Second))
+			if err := pause(wait, err); err != nil {
+				return Claim{}, err
+			}
+			continue
+		}
+		failures++
+		if p.Attempts > 0 && failures >= p.Attempts {
+			return Claim{}, fmt.Errorf("claim: %w: giving up after %d attempts: %w", ErrStore, failures, err)
+		}
+		p.log().Warn("claim attempt failed; retrying", "attempt", failures, "err", err, "backoff", backoff)
+		if err := pause(backoff, err); err != nil {
+			return Claim{}, fmt.Errorf("%w: %w", ErrStore, err)
+		}
+		backoff = min(2*backoff, 15*time.Second)
+	}
 }
 
 type seen struct {
@@ -195,12 +228,17 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 		p.log().Info("kept the volume this host holds", "volume", n, "generation", c.Generation, "expires", c.Expires)
 		return c, nil
 	}
+	var next *Claim // the live lease that runs out first
 	for i, n := range names {
 		v := view[i]
 		c := Claim{Volume: n, Holder: p.HostID, Expires: now.Add(p.Lease), Generation: 1, Acquired: now}
 		opts := store.PutOptions{IfNoneMatch: true}
 		if v.exists {
 			if v.claim.Live(now) {
+				if next == nil || v.claim.Expires.Before(next.Expires) {
+					next = &view[i].claim
+					next.Volume = n
+				}
 				continue
 			}
 			c.Generation = v.claim.Generation + 1
@@ -222,7 +260,11 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 		}
 		return c, nil
 	}
-	return Claim{}, ErrNoFreeVolume
+	if next == nil {
+		// Every free one was taken between our read and our write.
+		return Claim{}, fmt.Errorf("claim: lost every race for a free volume; looking again: %w", store.ErrPrecondition)
+	}
+	return Claim{}, &NoFreeError{Next: *next}
 }
 
 // Renew extends this host's lease on name. ErrLost when another host has

@@ -228,6 +228,37 @@ func TestPool(t *testing.T) {
 			}
 		})
 
+		t.Run("WaitForFree", func(t *testing.T) {
+			// Real time, with a 2s lease (Config's 10s minimum is not
+			// Pool's concern).
+			s := open(t)
+			names := volume.Names(1)
+			a, b := newPool(s, "host-a", nil), newPool(s, "host-b", nil)
+			a.Lease, b.Lease = 2*time.Second, 2*time.Second
+			ca, err := a.Acquire(t.Context(), names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nf *volume.NoFreeError
+			if _, err := b.Acquire(t.Context(), names); !errors.As(err, &nf) || nf.Next.Holder != "host-a" || !nf.Next.Expires.Equal(ca.Expires) {
+				t.Fatalf("without waiting: %v, want NoFreeError naming host-a's claim until %s", err, ca.Expires)
+			}
+			// With a deadline before the lease runs out: no claim.
+			b.WaitForFree = true
+			short, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			if _, err := b.Acquire(short, names); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("deadline before expiry: %v", err)
+			}
+			cb, err := b.Acquire(t.Context(), names)
+			if err != nil {
+				t.Fatalf("waiting for the lease to run out: %v", err)
+			}
+			if cb.Holder != "host-b" || !time.Now().After(ca.Expires) {
+				t.Fatalf("claim %+v at %s: taken before host-a's lease ran out at %s", cb, time.Now(), ca.Expires)
+			}
+		})
+
 		t.Run("FlakyStore", func(t *testing.T) {
 			names := volume.Names(2)
 			for round := 0; round < 20; round++ {
