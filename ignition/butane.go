@@ -68,8 +68,14 @@ type systemd struct {
 }
 
 type unit struct {
+	Name     string   `yaml:"name"`
+	Enabled  *bool    `yaml:"enabled,omitempty"`
+	Contents string   `yaml:"contents"`
+	Dropins  []dropin `yaml:"dropins,omitempty"`
+}
+
+type dropin struct {
 	Name     string `yaml:"name"`
-	Enabled  *bool  `yaml:"enabled,omitempty"`
 	Contents string `yaml:"contents"`
 }
 
@@ -145,6 +151,10 @@ func (p plan) butane() ([]byte, error) {
 			return nil, fmt.Errorf("ignition: unit %s: %w", n, err)
 		}
 		u := unit{Name: n, Contents: string(b)}
+		if n == "etcd-volume-renew.timer" && p.renewEvery > 0 {
+			every := p.renewEvery.String()
+			u.Dropins = []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=\nOnUnitActiveSec=" + every + "\n"}}
+		}
 		if enabled[n] {
 			u.Enabled = &yes
 			delete(enabled, n)

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
@@ -124,9 +125,10 @@ type plan struct {
 	env         []envVar // etcdadm.env
 	hostEnv     []envVar // host.env; empty: no file
 	credentials string
-	downloads   []download // url mode only
-	secret      bool       // credentials came from a file
-	enable      []string   // units enabled besides units.Enabled()
+	downloads   []download    // url mode only
+	secret      bool          // credentials came from a file
+	enable      []string      // units enabled besides units.Enabled()
+	renewEvery  time.Duration // the volume lease's renewal; 0: the unit's 40s
 }
 
 type envVar struct{ key, value string }
@@ -143,6 +145,10 @@ var (
 
 	defaultProfileRE = regexp.MustCompile(`(?m)^[ \t]*\[[ \t]*default[ \t]*\]`)
 )
+
+// defaultVolumeLease is etcd-volume-attach's --lease default, which
+// etcd-volume-renew.timer's 40s is a third of.
+const defaultVolumeLease = 2 * time.Minute
 
 // reservedEnv are set by their own option; Env may not set them.
 var reservedEnv = map[string]string{
@@ -200,6 +206,17 @@ func (o Options) resolve() (plan, error) {
 			bad("--env %s: only ETCDADM_* settings belong in etcdadm.env (S3 credentials go in --s3-credentials-file)", k)
 		case checkEnvValue(v) != nil:
 			bad("--env %s: %w", k, checkEnvValue(v))
+		case k == "ETCDADM_VOLUME_LEASE":
+			// etcd-volume-renew.timer renews at a third of the lease.
+			lease, err := time.ParseDuration(v)
+			if err != nil || lease < 10*time.Second {
+				bad("--env %s=%s: a duration of at least 10s, e.g. 2m", k, v)
+				break
+			}
+			if lease != defaultVolumeLease {
+				p.renewEvery = (lease / 3).Truncate(time.Second)
+			}
+			p.env = append(p.env, envVar{k, v})
 		default:
 			p.env = append(p.env, envVar{k, v})
 		}

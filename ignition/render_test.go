@@ -49,6 +49,7 @@ var goldenCases = []struct {
 	}},
 	{"fcos-url-shared", Options{
 		Variant: FCOS, Store: s3URL, EtcdVersion: "3.6.16",
+		Env:               map[string]string{"ETCDADM_VOLUME_PROVIDER": "pool", "ETCDADM_VOLUME_LEASE": "45s"},
 		S3CredentialsFile: creds,
 		Binaries:          BinariesURL, BinariesBaseURL: "http://10.0.0.1:8080", SHA256File: sums,
 	}},
@@ -278,6 +279,40 @@ func onlyComments(s string) bool {
 		}
 	}
 	return true
+}
+
+// TestVolumeLeaseRenewal: a lease other than the default 2m gets a
+// drop-in renewing it at a third; a lease under 10s is refused.
+func TestVolumeLeaseRenewal(t *testing.T) {
+	renewal := func(lease string) (string, error) {
+		_, ign, err := Render(Options{Variant: Flatcar, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.6.16",
+			Binaries: BinariesBaked, Env: map[string]string{"ETCDADM_VOLUME_LEASE": lease}})
+		if err != nil {
+			return "", err
+		}
+		cfg, err := Parse(ign)
+		if err != nil {
+			return "", err
+		}
+		for _, u := range cfg.Systemd.Units {
+			if u.Name == "etcd-volume-renew.timer" {
+				for _, d := range u.Dropins {
+					return *d.Contents, nil
+				}
+			}
+		}
+		return "", nil
+	}
+	if d, err := renewal("2m"); err != nil || d != "" {
+		t.Errorf("default lease: drop-in %q, err %v; want none", d, err)
+	}
+	d, err := renewal("30s")
+	if err != nil || !strings.Contains(d, "\nOnUnitActiveSec=10s\n") || !strings.Contains(d, "\nOnActiveSec=10s\n") {
+		t.Errorf("30s lease: drop-in %q, err %v; want renewal every 10s", d, err)
+	}
+	if _, err := renewal("5s"); err == nil || !strings.Contains(err.Error(), "at least 10s") {
+		t.Errorf("5s lease: %v, want refused", err)
+	}
 }
 
 func TestRenderErrors(t *testing.T) {
