@@ -153,7 +153,7 @@ func (p plan) butane() ([]byte, error) {
 		u := unit{Name: n, Contents: string(b)}
 		if n == "etcd-volume-renew.timer" && p.renewEvery > 0 {
 			every := p.renewEvery.String()
-			u.Dropins = []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=\nOnUnitActiveSec=" + every + "\n"}}
+			u.Dropins = []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"}}
 		}
 		if enabled[n] {
 			u.Enabled = &yes

@@ -307,7 +307,9 @@ func TestVolumeLeaseRenewal(t *testing.T) {
 		t.Errorf("default lease: drop-in %q, err %v; want none", d, err)
 	}
 	d, err := renewal("30s")
-	if err != nil || !strings.Contains(d, "\nOnUnitActiveSec=10s\n") || !strings.Contains(d, "\nOnActiveSec=10s\n") {
+	// An empty OnXSec= resets all of the unit's timers: only the first
+	// line may be one, or it would undo the lines before it.
+	if err != nil || !strings.Contains(d, "[Timer]\nOnActiveSec=\nOnActiveSec=10s\nOnUnitActiveSec=10s\n") || strings.Count(d, "Sec=\n") != 1 {
 		t.Errorf("30s lease: drop-in %q, err %v; want renewal every 10s", d, err)
 	}
 	if _, err := renewal("5s"); err == nil || !strings.Contains(err.Error(), "at least 10s") {

@@ -147,6 +147,9 @@ func setup(ctx context.Context, c *cli.Context, log *slog.Logger, needMount bool
 			if err != nil {
 				return cfg, d, closeFn, cli.Exit(fmt.Errorf("--size: %w", err), exitConfig)
 			}
+			if size < minSize {
+				return cfg, d, closeFn, cli.Exit(fmt.Sprintf("--size %s: at least 256M (etcd preallocates its WAL in 64 MiB files, two at a time)", c.String("size")), exitConfig)
+			}
 			d.Driver = &volume.Loopfile{Dir: c.String("loopfile-dir"), Size: size, Log: log}
 		default:
 			return cfg, d, closeFn, cli.Exit(fmt.Sprintf("--driver %q: want loopfile", c.String("driver")), exitConfig)
@@ -231,6 +234,10 @@ func storeCode(err error) int {
 	}
 	return exitFailed
 }
+
+// minSize is the smallest volume etcd runs on: a 64 MiB WAL file, the
+// next one preallocated, and the database.
+const minSize = 256 << 20
 
 // parseSize reads 8G, 512M, 1T or plain bytes (powers of 1024).
 func parseSize(s string) (int64, error) {

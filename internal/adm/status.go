@@ -66,10 +66,14 @@ func statusAction(c *cli.Context) error {
 		unitStates = hostUnits(c)
 	}
 	if c.String("output") == "json" {
-		return writeJSON(c.App.Writer, struct {
+		err := writeJSON(c.App.Writer, struct {
 			status.Report
 			Units []systemd.UnitState `json:"units,omitempty"`
 		}{r, unitStates})
+		if err != nil {
+			return err
+		}
+		return etcdDown(r)
 	}
 	w := c.App.Writer
 	healthy, voters := 0, 0
@@ -81,8 +85,12 @@ func statusAction(c *cli.Context) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "cluster %s: %d/%d voting members healthy\n\n", r.ClusterID, healthy, voters)
-	printMembers(w, r.Members)
+	if r.EtcdError != "" {
+		fmt.Fprintf(w, "etcd: NOT ANSWERING at %s: %s\n(see: systemctl status etcd etcd-member-join; journalctl -u etcd -u etcd-member-join)\n", c.String("endpoints"), r.EtcdError)
+	} else {
+		fmt.Fprintf(w, "cluster %s: %d/%d voting members healthy\n\n", r.ClusterID, healthy, voters)
+		printMembers(w, r.Members)
+	}
 	if len(r.Alarms) > 0 {
 		fmt.Fprintf(w, "\nALARMS: %s\n", strings.Join(r.Alarms, "; "))
 	}
@@ -100,6 +108,14 @@ func statusAction(c *cli.Context) error {
 		} else {
 			fmt.Fprintf(w, "\nlast backup: %s (%s ago)\n", r.LastBackup, humanAge(r.BackupAge))
 		}
+	}
+	return etcdDown(r)
+}
+
+// etcdDown makes status exit 1 when etcd did not answer, after the report.
+func etcdDown(r status.Report) error {
+	if r.EtcdError != "" {
+		return cli.Exit("", 1)
 	}
 	return nil
 }

@@ -42,6 +42,8 @@ type Report struct {
 	BackupAge    time.Duration        `json:"lastBackupAgeNanos,omitempty"`
 	Certificates map[string]time.Time `json:"certificates,omitempty"`
 	Spec         *etcdmanager.ClusterSpec
+	// EtcdError: etcd did not answer; the rest of the report still holds.
+	EtcdError string `json:"etcdError,omitempty"`
 }
 
 // Cluster is the part of *clientv3.Client status needs.
@@ -93,14 +95,19 @@ func Members(ctx context.Context, cli Cluster) (string, []Member, error) {
 }
 
 // Collect builds the full report; st may be nil (no store configured).
+// etcdTimeout bounds the questions Collect asks etcd.
+const etcdTimeout = 10 * time.Second
+
 func Collect(ctx context.Context, cli Cluster, st store.Store, now time.Time) (Report, error) {
 	var r Report
+	// etcd down is what status is often run for: answer within
+	// etcdTimeout and report the rest (backups, units) all the same.
+	ectx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
 	var err error
-	r.ClusterID, r.Members, err = Members(ctx, cli)
-	if err != nil {
-		return r, err
-	}
-	if al, err := cli.AlarmList(ctx); err == nil {
+	if r.ClusterID, r.Members, err = Members(ectx, cli); err != nil {
+		r.EtcdError = err.Error()
+	} else if al, err := cli.AlarmList(ectx); err == nil {
 		for _, a := range al.Alarms {
 			r.Alarms = append(r.Alarms, fmt.Sprintf("%s on member %x", a.Alarm, a.MemberID))
 		}

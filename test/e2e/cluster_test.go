@@ -33,17 +33,27 @@ type cluster struct {
 	storeURL string
 	ign      []byte
 	binds    []harness.Bind
+	devices  []string // device nodes bound into every host
 	bin      string
 }
 
 func newCluster(t testing.TB, members int) *cluster {
-	return newClusterWith(t, members, "", nil)
+	return newClusterWith(t, clusterOptions{members: members})
 }
 
-// newClusterWith seeds a cluster with a DNS suffix ("" for none) and
-// renders a config that also enables the given units.
-func newClusterWith(t testing.TB, members int, dnsSuffix string, enable []string) *cluster {
+// clusterOptions: the spec's member count and DNS suffix ("" for none),
+// units the config enables besides the default ones, and further
+// settings for etcdadm.env.
+type clusterOptions struct {
+	members   int
+	dnsSuffix string
+	enable    []string
+	env       map[string]string
+}
+
+func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	t.Helper()
+	members, dnsSuffix := o.members, o.dnsSuffix
 	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: binaries(t)}
 	c.startStore(t)
 	for _, args := range [][]string{
@@ -59,7 +69,7 @@ func newClusterWith(t testing.TB, members int, dnsSuffix string, enable []string
 	_, ign, err := ignition.Render(ignition.Options{
 		Variant: ignition.Flatcar, Store: c.storeURL, EtcdVersion: e2eVersion,
 		S3CredentialsFile: creds, Binaries: ignition.BinariesBaked, LogLevel: "debug",
-		EnableUnits: enable,
+		EnableUnits: o.enable, Env: o.env,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +121,7 @@ func (c *cluster) adm(t testing.TB, args ...string) (string, error) {
 
 func (c *cluster) boot(t testing.TB, name string, extra ...string) *harness.Host {
 	t.Helper()
-	return c.n.Boot(t, name, harness.HostOptions{Ignition: c.ign, Binds: c.binds, NspawnArgs: extra})
+	return c.n.Boot(t, name, harness.HostOptions{Ignition: c.ign, Binds: c.binds, Devices: c.devices, NspawnArgs: extra})
 }
 
 type memberStatus struct {

@@ -16,7 +16,7 @@ import (
 // resolve on every host; the cluster forms over those names.
 func TestClusterWithDNSNames(t *testing.T) {
 	const suffix = "etcd.e2e.internal"
-	c := newClusterWith(t, 3, suffix, []string{"etcd-dns-registrar.service"})
+	c := newClusterWith(t, clusterOptions{members: 3, dnsSuffix: suffix, enable: []string{"etcd-dns-registrar.service"}})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	hosts := map[string]*harness.Host{}
 	for _, n := range names {

@@ -444,8 +444,20 @@ func (h *Host) PowerOff(t testing.TB) {
 	t.Logf("harness: host %q powered off in %s", h.name, time.Since(start).Round(time.Millisecond))
 }
 
-func (h *Host) stop() error {
-	if h.Running() {
+// Crash stops the host at once, as a power cut would: everything in it is
+// killed, nothing is shut down in order, and its port is unplugged.
+func (h *Host) Crash(t testing.TB) {
+	t.Helper()
+	if err := h.halt(false); err != nil {
+		t.Fatalf("harness: Crash %s: %v", h.name, err)
+	}
+	t.Logf("harness: host %q crashed", h.name)
+}
+
+func (h *Host) stop() error { return h.halt(true) }
+
+func (h *Host) halt(clean bool) error {
+	if clean && h.Running() {
 		if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			return fmt.Errorf("signal systemd-nspawn: %w", err)
 		}

@@ -1,0 +1,237 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
+)
+
+const (
+	volumeLease = 30 * time.Second
+	volSuffix   = "etcd.e2e.internal"
+	// The hosts' loopfile directory: shared storage every host mounts.
+	loopfileDir = "/var/lib/etcdadm/volumes"
+)
+
+// TestPoolVolumes: masters boot from one config with the pool provider
+// and loopfile volumes on shared storage. Each claims its own volume and
+// every member name resolves everywhere. When the holder of etcd-b dies
+// for good, a fresh host claims etcd-b once the lease runs out, mounts it
+// with its data and rejoins (no replace) while a writer loses nothing;
+// a volume that comes back blank takes member join's replace path.
+func TestPoolVolumes(t *testing.T) {
+	outer := t
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	c := newClusterWith(t, clusterOptions{
+		members: 3, dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
+		env: map[string]string{
+			"ETCDADM_VOLUME_PROVIDER": "pool",
+			"ETCDADM_VOLUME_SIZE":     "512M",
+			"ETCDADM_VOLUME_LEASE":    volumeLease.String(),
+			"ETCDADM_DNS_INTERVAL":    "5s",
+		},
+	})
+	shared := t.TempDir()
+	os.Chmod(shared, 0o700)
+	c.binds = append(c.binds, harness.Bind{Source: shared, Target: loopfileDir})
+	c.devices = harness.LoopDevices(t, 8)
+	// Registered before any host boots, so it runs after every host is
+	// gone: the loop devices are the test machine's, not the hosts'.
+	t.Cleanup(func() { detachImages(t, shared) })
+
+	hosts := map[string]*harness.Host{} // by member name
+	var booted []*harness.Host
+	for i := range names {
+		booted = append(booted, c.boot(t, fmt.Sprintf("master-%d", i+1)))
+	}
+	for _, h := range booted {
+		hosts[identity(t, h)] = h
+	}
+	if got := slices.Sorted(maps.Keys(hosts)); !slices.Equal(got, names) {
+		t.Fatalf("members claimed by the three hosts: %v, want %v", got, names)
+	}
+	a := hosts["etcd-a"]
+	waitHealthy(t, a, names, 3*time.Minute)
+	for _, from := range names {
+		for _, to := range names {
+			waitResolves(t, hosts[from], to, hosts[to].IP().String())
+		}
+		if out := hosts[from].MustExec(t, "findmnt", "-n", "-o", "SOURCE,FSTYPE", "/var/lib/etcd"); !strings.HasPrefix(out, "/dev/loop") || !strings.Contains(out, "ext4") {
+			t.Errorf("%s: /var/lib/etcd is %q, want an ext4 loop device", from, strings.TrimSpace(out))
+		}
+	}
+
+	t.Run("holder-dies", func(t *testing.T) {
+		w := startHostWriter(t, a)
+		time.Sleep(2 * time.Second) // some writes before the crash
+		dead := hosts["etcd-b"]
+		oldIP := dead.IP()
+		dead.Crash(t)
+		crashed := time.Now()
+		fresh := c.boot(outer, "master-4")
+		if got := identity(t, fresh); got != "etcd-b" {
+			t.Fatalf("the fresh host took %s, want etcd-b (its claim ran out)", got)
+		}
+		waitHealthy(t, a, names, 3*time.Minute)
+		took := time.Since(crashed)
+		t.Logf("FIGURE pool volume: crash of etcd-b's host -> fresh host holds etcd-b, 3/3 healthy: %v (lease %v, target lease + 15s = %v)",
+			took.Round(100*time.Millisecond), volumeLease, volumeLease+15*time.Second)
+		hosts["etcd-b"] = fresh
+		waitResolves(t, a, "etcd-b", fresh.IP().String())
+		if fresh.IP() == oldIP {
+			t.Fatalf("fresh host has the dead host's address %s", oldIP)
+		}
+		attach := unitLog(t, fresh, "etcd-volume-attach")
+		if !strings.Contains(attach, "took over an expired volume") {
+			t.Errorf("the fresh host did not take etcd-b over:\n%s", attach)
+		}
+		join := unitLog(t, fresh, "etcd-member-join")
+		if !strings.Contains(join, "rejoin: ") || strings.Contains(join, "replace: ") {
+			t.Errorf("member join on the fresh host did not rejoin on the volume's data:\n%s", join)
+		}
+		if aside := fresh.MustExec(t, "sh", "-c", "ls -d /var/lib/etcd/member.* 2>/dev/null || true"); strings.TrimSpace(aside) != "" {
+			t.Errorf("data moved aside on the fresh host: %s", aside)
+		}
+		w.finish(t)
+	})
+
+	t.Run("blank-volume", func(t *testing.T) {
+		dead := hosts["etcd-c"]
+		dead.Crash(t)
+		// The disk is lost: a new, blank image takes its place (the old
+		// one is kept aside, never deleted).
+		img := filepath.Join(shared, "etcd-c.img")
+		if err := os.Rename(img, img+".lost"); err != nil {
+			t.Fatal(err)
+		}
+		fresh := c.boot(outer, "master-5")
+		if got := identity(t, fresh); got != "etcd-c" {
+			t.Fatalf("the fresh host took %s, want etcd-c", got)
+		}
+		waitHealthy(t, a, names, 3*time.Minute)
+		hosts["etcd-c"] = fresh
+		if attach := unitLog(t, fresh, "etcd-volume-attach"); !strings.Contains(attach, "device is blank: formatting") {
+			t.Errorf("the blank image was not formatted:\n%s", attach)
+		}
+		if join := unitLog(t, fresh, "etcd-member-join"); !strings.Contains(join, "replace: ") {
+			t.Errorf("member join did not replace the member whose data was lost:\n%s", join)
+		}
+	})
+
+	t.Run("claims", func(t *testing.T) {
+		// Every volume is held by the host that runs its member, and the
+		// renew timer keeps the leases live.
+		for _, n := range names {
+			hosts[n].MustExec(t, "systemctl", "start", "etcd-volume-renew.service")
+			if got := strings.TrimSpace(hosts[n].MustExec(t, "systemctl", "is-active", "etcd-volume-renew.timer")); got != "active" {
+				t.Errorf("%s: etcd-volume-renew.timer is %s", n, got)
+			}
+		}
+	})
+}
+
+// identity is the member a host's etcd-volume-attach gave it.
+func identity(t *testing.T, h *harness.Host) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, errOut, err := h.Exec(t, ctx, "sh", "-c", `for i in $(seq 170); do
+  state=$(systemctl show -P ActiveState etcd-volume-attach.service)
+  case $state in active|failed) break;; esac
+  sleep 1
+done
+. /run/etcdadm/identity.env && echo "$ETCDADM_MEMBER_NAME"`)
+	if err != nil {
+		t.Fatalf("%s: no identity: %v %s\n%s", h.Name(), err, errOut, unitLog(t, h, "etcd-volume-attach"))
+	}
+	return strings.TrimSpace(out)
+}
+
+func waitResolves(t *testing.T, h *harness.Host, member, ip string) {
+	t.Helper()
+	name := member + "." + volSuffix
+	var out string
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, _, _ = h.Exec(t, ctx, "getent", "hosts", name)
+		cancel()
+		if strings.HasPrefix(out, ip+" ") {
+			return
+		}
+	}
+	t.Errorf("on %s, %s resolves to %q, want %s", h.Name(), name, strings.TrimSpace(out), ip)
+}
+
+func unitLog(t *testing.T, h *harness.Host, unit string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _, _ := h.Exec(t, ctx, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
+	return out
+}
+
+// hostWriter writes /writer/NNNNNN keys through the host's etcd from a
+// transient unit inside it, recording each acknowledged key.
+type hostWriter struct{ h *harness.Host }
+
+const etcdctl = "/opt/etcd/current/etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/etcd/pki/ca.crt --cert /etc/etcd/pki/client.crt --key /etc/etcd/pki/client.key"
+
+func startHostWriter(t *testing.T, h *harness.Host) *hostWriter {
+	t.Helper()
+	script := `i=0; while [ ! -e /run/e2e-writer.stop ] && [ $i -lt 100000 ]; do
+  i=$((i+1)); k=$(printf /writer/%06d $i)
+  if ` + etcdctl + ` --command-timeout 5s put $k v >/dev/null 2>&1; then echo $k >>/run/e2e-writer.acked; fi
+done`
+	h.MustExec(t, "systemd-run", "--unit", "e2e-writer", "--service-type", "exec", "/bin/sh", "-c", script)
+	return &hostWriter{h}
+}
+
+// finish stops the writer and checks every acknowledged key is there.
+func (w *hostWriter) finish(t *testing.T) {
+	t.Helper()
+	w.h.MustExec(t, "touch", "/run/e2e-writer.stop")
+	w.h.MustExec(t, "sh", "-c", "for i in $(seq 30); do systemctl -q is-active e2e-writer || exit 0; sleep 1; done; exit 1")
+	acked := strings.Fields(w.h.MustExec(t, "cat", "/run/e2e-writer.acked"))
+	have := map[string]bool{}
+	for _, k := range strings.Fields(w.h.MustExec(t, "sh", "-c", etcdctl+" get --prefix --keys-only /writer/")) {
+		have[k] = true
+	}
+	lost := 0
+	for _, k := range acked {
+		if !have[k] {
+			lost++
+		}
+	}
+	if lost > 0 || len(acked) == 0 {
+		t.Fatalf("writer: %d acknowledged writes, %d lost", len(acked), lost)
+	}
+	t.Logf("writer: %d acknowledged writes, none lost", len(acked))
+}
+
+// detachImages detaches the loop devices of the shared images (the
+// hosts are gone; the kernel's loop devices are not).
+func detachImages(t *testing.T, dir string) {
+	imgs, _ := filepath.Glob(filepath.Join(dir, "*.img*"))
+	for _, img := range imgs {
+		out, err := exec.Command("losetup", "--noheadings", "--output", "NAME", "--associated", img).Output()
+		if err != nil {
+			t.Errorf("losetup --associated %s: %v", img, err)
+			continue
+		}
+		for _, dev := range strings.Fields(string(out)) {
+			if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
+				t.Errorf("losetup --detach %s: %v %s", dev, err, out)
+			}
+		}
+	}
+}
