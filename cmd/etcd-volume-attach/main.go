@@ -14,10 +14,12 @@ import (
 	"time"
 
 	sd "github.com/coreos/go-systemd/v22/dbus"
+	"github.com/godbus/dbus/v5"
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 	"github.com/etcdadm/etcdadm-immutable/internal/volume"
@@ -134,6 +136,14 @@ func setup(ctx context.Context, c *cli.Context, log *slog.Logger, needMount bool
 			return cfg, d, closeFn, cli.Exit(err, exitConfig)
 		}
 		d.Store = st
+		if len(cfg.Volumes) == 0 && !needMount {
+			// renew: the volume identity.env names; no need to read the
+			// spec (the store may be unreachable: renew must still be
+			// able to decide to fence).
+			if v, err := volume.IdentityVolume(cfg.Root); err == nil {
+				cfg.Volumes = []string{v}
+			}
+		}
 		if len(cfg.Volumes) == 0 {
 			spec, err := clusterspec.Load(ctx, st)
 			if err != nil {
@@ -195,7 +205,9 @@ func attach(c *cli.Context) error {
 
 func renew(c *cli.Context) error {
 	log := cliflags.Logger(c).With("component", "volume-renew")
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	// A renewal runs every lease/3; one that hangs on an unreachable store
+	// must end soon enough (lease/6) to fence before the lease runs out.
+	ctx, cancel := context.WithTimeout(c.Context, min(c.Duration("timeout"), c.Duration("lease")/6))
 	defer cancel()
 	cfg, d, closeFn, err := setup(ctx, c, log, false)
 	defer closeFn()
@@ -206,6 +218,11 @@ func renew(c *cli.Context) error {
 	switch {
 	case err != nil:
 		log.Error("renew failed", "err", err)
+		if fence, reason := volume.MustFence(cfg, err, time.Now()); fence {
+			if ferr := fenceHost(context.WithoutCancel(ctx), reason, log); ferr != nil {
+				log.Error("fencing incomplete: stop etcd and unmount /var/lib/etcd by hand", "err", ferr)
+			}
+		}
 		return cli.Exit(err, code(err))
 	case claim == nil:
 		log.Debug("nothing to renew")
@@ -213,6 +230,25 @@ func renew(c *cli.Context) error {
 		log.Info("lease renewed", "volume", claim.Volume, "expires", claim.Expires, "generation", claim.Generation)
 	}
 	return nil
+}
+
+// fenceHost stops etcd and the volume's mount over D-Bus.
+func fenceHost(ctx context.Context, reason string, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	m, err := systemd.New(ctx, "")
+	if err != nil {
+		return err
+	}
+	defer m.Conn.Close()
+	return volume.Fence(ctx, func(ctx context.Context, unit string) error {
+		err := (&systemd.Manager{Conn: m.Conn, Unit: unit}).Stop(ctx)
+		var de dbus.Error
+		if errors.As(err, &de) && de.Name == "org.freedesktop.systemd1.NoSuchUnit" {
+			return nil // not installed on this host: nothing to stop
+		}
+		return err
+	}, reason, log)
 }
 
 func code(err error) int {

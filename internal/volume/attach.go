@@ -160,6 +160,11 @@ func Attach(ctx context.Context, cfg Config, d Deps) (*Identity, error) {
 	if err := writeAtomic(cfg.path(IdentityFile), id.Env(), 0o644); err != nil {
 		return nil, fmt.Errorf("attach %s: %w", id.Volume, err)
 	}
+	if id.Claim != nil {
+		if err := writeClaimFile(cfg.path(ClaimFile), *id.Claim); err != nil {
+			return nil, fmt.Errorf("attach %s: %w", id.Volume, err)
+		}
+	}
 	d.Log.Info("attached", "member", id.Member, "volume", id.Volume, "device", id.Device, "mount", cfg.path(DataDir))
 	return &id, nil
 }
@@ -230,7 +235,7 @@ func Renew(ctx context.Context, cfg Config, d Deps) (*Claim, error) {
 	if cfg.Provider != ProviderPool {
 		return nil, nil
 	}
-	vol, err := readIdentityVolume(cfg.path(IdentityFile))
+	vol, err := IdentityVolume(cfg.Root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -241,10 +246,16 @@ func Renew(ctx context.Context, cfg Config, d Deps) (*Claim, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := writeClaimFile(cfg.path(ClaimFile), c); err != nil {
+		return nil, fmt.Errorf("renew %s: %w", vol, err)
+	}
 	return &c, nil
 }
 
-func readIdentityVolume(path string) (string, error) {
+// IdentityVolume is the volume identity.env (below root) names; an error
+// wrapping fs.ErrNotExist before a volume was attached.
+func IdentityVolume(root string) (string, error) {
+	path := filepath.Join(root, IdentityFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", err

@@ -33,36 +33,8 @@ const (
 func TestPoolVolumes(t *testing.T) {
 	outer := t
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	c := newClusterWith(t, clusterOptions{
-		members: 3, dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
-		env: map[string]string{
-			"ETCDADM_VOLUME_PROVIDER": "pool",
-			"ETCDADM_VOLUME_SIZE":     "512M",
-			"ETCDADM_VOLUME_LEASE":    volumeLease.String(),
-			"ETCDADM_DNS_INTERVAL":    "5s",
-		},
-	})
-	shared := t.TempDir()
-	os.Chmod(shared, 0o700)
-	c.binds = append(c.binds, harness.Bind{Source: shared, Target: loopfileDir})
-	c.devices = harness.LoopDevices(t, 8)
-	// Registered before any host boots, so it runs after every host is
-	// gone: the loop devices are the test machine's, not the hosts'.
-	t.Cleanup(func() { detachImages(t, shared) })
-
-	hosts := map[string]*harness.Host{} // by member name
-	var booted []*harness.Host
-	for i := range names {
-		booted = append(booted, c.boot(t, fmt.Sprintf("master-%d", i+1)))
-	}
-	for _, h := range booted {
-		hosts[identity(t, h)] = h
-	}
-	if got := slices.Sorted(maps.Keys(hosts)); !slices.Equal(got, names) {
-		t.Fatalf("members claimed by the three hosts: %v, want %v", got, names)
-	}
+	c, shared, hosts := newPoolCluster(t, names)
 	a := hosts["etcd-a"]
-	waitHealthy(t, a, names, 3*time.Minute)
 	for _, from := range names {
 		for _, to := range names {
 			waitResolves(t, hosts[from], to, hosts[to].IP().String())
@@ -129,6 +101,49 @@ func TestPoolVolumes(t *testing.T) {
 		}
 	})
 
+	t.Run("cut-off-holder-fences", func(t *testing.T) {
+		// etcd-c's host loses the network: it cannot renew, so before its
+		// lease runs out it stops etcd and unmounts the volume; a fresh
+		// host then takes etcd-c over with its data.
+		cut := hosts["etcd-c"]
+		cut.Partition(t, true)
+		cutAt := time.Now()
+		fenced := false
+		for deadline := cutAt.Add(volumeLease + 20*time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			out, _, _ := cut.Exec(t, ctx, "sh", "-c", "systemctl is-active etcd.service; findmnt -n /var/lib/etcd || echo unmounted")
+			cancel()
+			if strings.Fields(out)[0] != "active" && strings.Contains(out, "unmounted") {
+				fenced = true
+				break
+			}
+		}
+		if !fenced {
+			t.Fatalf("the cut-off host still runs etcd or holds the volume %v after the cut:\n%s", time.Since(cutAt), unitLog(t, cut, "etcd-volume-renew"))
+		}
+		t.Logf("cut-off host fenced itself %v after losing the network (lease %v)", time.Since(cutAt).Round(100*time.Millisecond), volumeLease)
+		if log := unitLog(t, cut, "etcd-volume-renew"); !strings.Contains(log, "FENCING") {
+			t.Errorf("renew log does not say it fenced:\n%s", log)
+		}
+		fresh := c.boot(outer, "master-6")
+		if got := identity(t, fresh); got != "etcd-c" {
+			t.Fatalf("the fresh host took %s, want etcd-c", got)
+		}
+		waitHealthy(t, a, names, 3*time.Minute)
+		if join := unitLog(t, fresh, "etcd-member-join"); !strings.Contains(join, "rejoin: ") {
+			t.Errorf("member join on the fresh host did not rejoin on the volume's data:\n%s", join)
+		}
+		hosts["etcd-c"] = fresh
+		// Back on the network, the fenced host stays down.
+		cut.Partition(t, false)
+		time.Sleep(15 * time.Second)
+		states := strings.Fields(cut.MustExec(t, "sh", "-c", "systemctl is-active etcd.service etcd-volume-attach.service || true"))
+		if slices.Contains(states, "active") || slices.Contains(states, "activating") {
+			t.Errorf("the fenced host started again after the network came back: etcd, etcd-volume-attach %v", states)
+		}
+		waitHealthy(t, a, names, time.Minute)
+	})
+
 	t.Run("claims", func(t *testing.T) {
 		// Every volume is held by the host that runs its member, and the
 		// renew timer keeps the leases live.
@@ -141,8 +156,46 @@ func TestPoolVolumes(t *testing.T) {
 	})
 }
 
+// newPoolCluster boots one master per name from a config with the pool
+// provider, loopfile volumes in a shared directory (returned) and the DNS
+// registrar, and waits until they form a healthy cluster. Each host must
+// have claimed a different volume; hosts are returned by member name.
+func newPoolCluster(t testing.TB, names []string) (*cluster, string, map[string]*harness.Host) {
+	t.Helper()
+	c := newClusterWith(t, clusterOptions{
+		members: len(names), dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
+		env: map[string]string{
+			"ETCDADM_VOLUME_PROVIDER": "pool",
+			"ETCDADM_VOLUME_SIZE":     "512M",
+			"ETCDADM_VOLUME_LEASE":    volumeLease.String(),
+			"ETCDADM_DNS_INTERVAL":    "5s",
+		},
+	})
+	shared := t.TempDir()
+	os.Chmod(shared, 0o700)
+	c.binds = append(c.binds, harness.Bind{Source: shared, Target: loopfileDir})
+	c.devices = harness.LoopDevices(t, 8)
+	// Registered before any host boots, so it runs after every host is
+	// gone: the loop devices are the test machine's, not the hosts'.
+	t.Cleanup(func() { detachImages(t, shared) })
+
+	hosts := map[string]*harness.Host{}
+	var booted []*harness.Host
+	for i := range names {
+		booted = append(booted, c.boot(t, fmt.Sprintf("master-%d", i+1)))
+	}
+	for _, h := range booted {
+		hosts[identity(t, h)] = h
+	}
+	if got := slices.Sorted(maps.Keys(hosts)); !slices.Equal(got, names) {
+		t.Fatalf("members claimed by the hosts: %v, want %v", got, names)
+	}
+	waitHealthy(t, hosts[names[0]], names, 3*time.Minute)
+	return c, shared, hosts
+}
+
 // identity is the member a host's etcd-volume-attach gave it.
-func identity(t *testing.T, h *harness.Host) string {
+func identity(t testing.TB, h *harness.Host) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -173,7 +226,7 @@ func waitResolves(t *testing.T, h *harness.Host, member, ip string) {
 	t.Errorf("on %s, %s resolves to %q, want %s", h.Name(), name, strings.TrimSpace(out), ip)
 }
 
-func unitLog(t *testing.T, h *harness.Host, unit string) string {
+func unitLog(t testing.TB, h *harness.Host, unit string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, _, _ := h.Exec(t, ctx, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
@@ -220,7 +273,7 @@ func (w *hostWriter) finish(t *testing.T) {
 
 // detachImages detaches the loop devices of the shared images (the
 // hosts are gone; the kernel's loop devices are not).
-func detachImages(t *testing.T, dir string) {
+func detachImages(t testing.TB, dir string) {
 	imgs, _ := filepath.Glob(filepath.Join(dir, "*.img*"))
 	for _, img := range imgs {
 		out, err := exec.Command("losetup", "--noheadings", "--output", "NAME", "--associated", img).Output()
