@@ -16,12 +16,14 @@ import (
 const ClaimFile = "/run/etcdadm/claim.json"
 
 // FenceUnits are stopped, in this order, when this host may no longer
-// hold its volume: first whatever could start etcd again, then etcd, then
-// the mount, and last etcd-volume-attach itself, so nothing that requires
-// it (the renew timer's service) runs until the next boot claims again.
+// hold its volume: first whatever could start etcd again, and the DNS
+// registrar (back on the network it would point the member's name at
+// this host again, away from the new holder), then etcd, then the mount,
+// and last etcd-volume-attach itself, so nothing that requires it (the
+// renew timer's service) runs until the next boot claims again.
 var FenceUnits = []string{
 	"etcd-member-join.timer", "etcd-member-join.service", "etcd-reconcile.timer",
-	"etcd-snapshot-uploader.timer", "etcd-wait-healthy.service", "etcd.service",
+	"etcd-snapshot-uploader.timer", "etcd-dns-registrar.service", "etcd-wait-healthy.service", "etcd.service",
 	"var-lib-etcd.mount", "etcd-volume-attach.service",
 }
 

@@ -137,10 +137,12 @@ func TestPoolVolumes(t *testing.T) {
 		// Back on the network, the fenced host stays down.
 		cut.Partition(t, false)
 		time.Sleep(15 * time.Second)
-		states := strings.Fields(cut.MustExec(t, "sh", "-c", "systemctl is-active etcd.service etcd-volume-attach.service || true"))
+		states := strings.Fields(cut.MustExec(t, "sh", "-c", "systemctl is-active etcd.service etcd-volume-attach.service etcd-dns-registrar.service || true"))
 		if slices.Contains(states, "active") || slices.Contains(states, "activating") {
-			t.Errorf("the fenced host started again after the network came back: etcd, etcd-volume-attach %v", states)
+			t.Errorf("the fenced host started again after the network came back: etcd, etcd-volume-attach, etcd-dns-registrar %v", states)
 		}
+		// The name stays with the new holder.
+		waitResolves(t, a, "etcd-c", fresh.IP().String())
 		waitHealthy(t, a, names, time.Minute)
 	})
 
