@@ -16,7 +16,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
+	"github.com/etcdadm/etcdadm-immutable/internal/volume"
 )
 
 // Variant is the OS a config is for.
@@ -138,17 +140,12 @@ type download struct {
 }
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	hostRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$`)
 	envKeyRE = regexp.MustCompile(`^ETCDADM_[A-Z0-9_]+$`)
 	hexRE    = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
 	defaultProfileRE = regexp.MustCompile(`(?m)^[ \t]*\[[ \t]*default[ \t]*\]`)
 )
-
-// defaultVolumeLease is etcd-volume-attach's --lease default, which
-// etcd-volume-renew.timer's 40s is a third of.
-const defaultVolumeLease = 2 * time.Minute
 
 // reservedEnv are set by their own option; Env may not set them.
 var reservedEnv = map[string]string{
@@ -213,8 +210,8 @@ func (o Options) resolve() (plan, error) {
 				bad("--env %s=%s: a duration of at least 10s, e.g. 2m", k, v)
 				break
 			}
-			if lease != defaultVolumeLease {
-				p.renewEvery = (lease / 3).Truncate(time.Second)
+			if lease != volume.DefaultLease {
+				p.renewEvery = volume.RenewEvery(lease)
 			}
 			p.env = append(p.env, envVar{k, v})
 		default:
@@ -223,7 +220,7 @@ func (o Options) resolve() (plan, error) {
 	}
 
 	if o.Name != "" {
-		if !nameRE.MatchString(o.Name) {
+		if !pki.IsDNSLabel(o.Name) {
 			bad("--name %q: a member name is a DNS label: lowercase letters, digits and '-', at most 63, e.g. etcd-a", o.Name)
 		}
 		p.hostEnv = append(p.hostEnv, envVar{"ETCDADM_MEMBER_NAME", o.Name})

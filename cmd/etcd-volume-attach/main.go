@@ -65,7 +65,7 @@ func main() {
 		&cli.StringFlag{Name: "driver", Value: "loopfile", EnvVars: []string{"ETCDADM_VOLUME_DRIVER"}, Usage: "pool: how volumes are attached: loopfile"},
 		&cli.StringFlag{Name: "loopfile-dir", Value: "/var/lib/etcdadm/volumes", EnvVars: []string{"ETCDADM_LOOPFILE_DIR"}, Usage: "loopfile: directory (shared by all hosts) of the <volume>.img files"},
 		&cli.StringFlag{Name: "size", Value: "8G", EnvVars: []string{"ETCDADM_VOLUME_SIZE"}, Usage: "loopfile: size of new images (K, M, G, T suffixes, powers of 1024); smaller ones are grown"},
-		&cli.DurationFlag{Name: "lease", Value: 2 * time.Minute, EnvVars: []string{"ETCDADM_VOLUME_LEASE"}, Usage: "pool: how long a claim lasts without renewal (etcd-volume-renew.timer renews every 40s: keep it at 2m or more)"},
+		&cli.DurationFlag{Name: "lease", Value: volume.DefaultLease, EnvVars: []string{"ETCDADM_VOLUME_LEASE"}, Usage: "pool: how long a claim lasts without renewal (etcd-volume-renew.timer renews every 40s: keep it at 2m or more)"},
 		&cli.StringFlag{Name: "host-id", EnvVars: []string{"ETCDADM_HOST_ID"}, Usage: "pool: this host's id in claims (default: /etc/machine-id, else the hostname)"},
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path (tests)"},
 		&cli.StringFlag{Name: "mounter", Value: "systemd", EnvVars: []string{"ETCDADM_MOUNTER"}, Usage: "systemd (a transient var-lib-etcd.mount over D-Bus) or plain (mount(2) in this process's namespace)"},
@@ -205,9 +205,10 @@ func attach(c *cli.Context) error {
 
 func renew(c *cli.Context) error {
 	log := cliflags.Logger(c).With("component", "volume-renew")
-	// A renewal runs every lease/3; one that hangs on an unreachable store
-	// must end soon enough (lease/6) to fence before the lease runs out.
-	ctx, cancel := context.WithTimeout(c.Context, min(c.Duration("timeout"), c.Duration("lease")/6))
+	// A renewal that hangs on an unreachable store must end within half a
+	// renewal interval, so the next one can still fence before the lease
+	// runs out.
+	ctx, cancel := context.WithTimeout(c.Context, min(c.Duration("timeout"), volume.RenewEvery(c.Duration("lease"))/2))
 	defer cancel()
 	cfg, d, closeFn, err := setup(ctx, c, log, false)
 	defer closeFn()

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/ignition"
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 )
 
@@ -117,20 +118,7 @@ func renderAction(c *cli.Context) error {
 // writePrivate writes b to path (0600: the configs hold the S3
 // credentials) through a temp file, so a reader never sees half a config.
 func writePrivate(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("render: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing left to remove
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("render: write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("render: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b, 0o600, -1, -1); err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
 	return nil

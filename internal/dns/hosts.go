@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 )
 
 // The managed block's markers. Nothing outside them is ever changed.
@@ -130,7 +131,7 @@ func (h *HostsFile) write(b []byte) error {
 		}
 	}
 	if !h.InPlace {
-		err := writeAtomic(h.Path, b, mode, uid, gid)
+		err := atomicfile.Write(h.Path, b, mode, uid, gid)
 		if !dirNotWritable(err) {
 			return err
 		}
@@ -143,49 +144,6 @@ func (h *HostsFile) write(b []byte) error {
 func dirNotWritable(err error) bool {
 	return errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EACCES) ||
 		errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV)
-}
-
-// writeAtomic replaces path by a fully written, synced temp file.
-func writeAtomic(path string, b []byte, mode fs.FileMode, uid, gid int) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if uid >= 0 && (uid != os.Getuid() || gid != os.Getgid()) {
-		if err := f.Chown(uid, gid); err != nil {
-			return err
-		}
-	}
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // writeInPlace rewrites path under an exclusive flock (other registrars

@@ -2,9 +2,9 @@ package dns
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 )
 
 // WriteMetrics writes s as a Prometheus textfile (node_exporter's textfile
@@ -29,27 +29,8 @@ func WriteMetrics(path string, s Status) error {
 	fmt.Fprintf(&b, "# TYPE etcdadm_dns_degraded gauge\n")
 	fmt.Fprintf(&b, "etcdadm_dns_degraded %d\n", degraded)
 
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.Write(path, []byte(b.String()), 0o644, -1, -1); err != nil {
 		return fmt.Errorf("metrics: %w", err)
-	}
-	tmp := f.Name()
-	_, werr := f.WriteString(b.String())
-	if werr == nil {
-		werr = f.Chmod(0o644)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("metrics: %s: %w", path, werr)
 	}
 	return nil
 }

@@ -9,13 +9,13 @@ package dns
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -36,14 +36,8 @@ func (r Record) Live(now time.Time) bool { return now.Before(r.Expires) }
 
 // CheckName accepts a member name usable as one DNS label.
 func CheckName(name string) error {
-	if name == "" || len(name) > 63 {
-		return fmt.Errorf("%w: member name %q must be 1 to 63 characters", ErrInvalid, name)
-	}
-	for i, c := range name {
-		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(name)-1
-		if !ok {
-			return fmt.Errorf("%w: member name %q: only a-z, 0-9 and inner '-' make a DNS label", ErrInvalid, name)
-		}
+	if !pki.IsDNSLabel(name) {
+		return fmt.Errorf("%w: member name %q: 1 to 63 of a-z, 0-9 and inner '-' make a DNS label", ErrInvalid, name)
 	}
 	return nil
 }
@@ -67,27 +61,17 @@ func Publish(ctx context.Context, st store.Store, r Record) error {
 // Records lists every record in the registry, live or expired, sorted by
 // name. Entries that do not parse are skipped and reported in bad.
 func Records(ctx context.Context, st store.Store) (recs []Record, bad []string, err error) {
-	entries, err := st.List(ctx, Prefix)
-	if err != nil {
-		return nil, nil, fmt.Errorf("dns: list %s: %w", Prefix, err)
-	}
-	for _, e := range entries {
-		if e.Dir || !strings.HasSuffix(e.Name, ".json") {
-			continue
-		}
-		b, _, err := store.GetBytes(ctx, st, Prefix+e.Name, 1<<16)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("dns: read %s: %w", Prefix+e.Name, err)
-		}
+	err = store.EachJSON(ctx, st, Prefix, 1<<16, func(name string, b []byte) error {
 		var r Record
-		if err := json.Unmarshal(b, &r); err != nil || r.Name != strings.TrimSuffix(e.Name, ".json") || CheckName(r.Name) != nil {
-			bad = append(bad, Prefix+e.Name)
-			continue
+		if err := json.Unmarshal(b, &r); err != nil || r.Name != name || CheckName(r.Name) != nil {
+			bad = append(bad, Prefix+name+".json")
+			return nil
 		}
 		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("dns: %w", err)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
 	return recs, bad, nil

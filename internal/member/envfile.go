@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 )
 
@@ -30,28 +31,7 @@ func writeEnvFile(path string, vars map[string]string, owner pki.Owner) (changed
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return false, fmt.Errorf("env file: %w", err)
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return false, fmt.Errorf("env file: %w", err)
-	}
-	if _, err := f.Write(b.Bytes()); err != nil {
-		f.Close()
-		return false, fmt.Errorf("env file: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return false, fmt.Errorf("env file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return false, fmt.Errorf("env file: %w", err)
-	}
-	if owner.UID >= 0 {
-		if err := os.Chown(tmp, owner.UID, owner.GID); err != nil {
-			return false, fmt.Errorf("env file: %w", err)
-		}
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b.Bytes(), 0o600, owner.UID, owner.GID); err != nil {
 		return false, fmt.Errorf("env file: %w", err)
 	}
 	return true, nil

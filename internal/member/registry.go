@@ -35,27 +35,17 @@ func register(ctx context.Context, st store.Store, p Peer) error {
 
 // Peers lists the registry, sorted by name.
 func Peers(ctx context.Context, st store.Store) ([]Peer, error) {
-	entries, err := st.List(ctx, peersPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("peer registry: %w", err)
-	}
 	var out []Peer
-	for _, e := range entries {
-		if e.Dir || !strings.HasSuffix(e.Name, ".json") {
-			continue
-		}
-		b, _, err := store.GetBytes(ctx, st, peersPrefix+e.Name, 1<<16)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("peer registry: %w", err)
-		}
+	err := store.EachJSON(ctx, st, peersPrefix, 1<<16, func(name string, b []byte) error {
 		var p Peer
 		if err := json.Unmarshal(b, &p); err != nil {
-			return nil, fmt.Errorf("peer registry: %s: %w", e.Name, err)
+			return fmt.Errorf("%s.json: %w", name, err)
 		}
 		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("peer registry: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

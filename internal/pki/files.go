@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 )
 
 // Modes of what IssueMember and RenewDir write.
@@ -18,10 +20,6 @@ const (
 	certMode = 0o644
 	keyMode  = 0o600
 )
-
-// tmpMark is in the names of temp files while they are written; what a
-// crash left behind is removed by the next writer.
-const tmpMark = ".tmp-"
 
 // Owner is who owns written files: etcd reads its keys as the etcd user.
 // -1 leaves that part alone: a new file keeps the writer's, a replaced
@@ -94,7 +92,7 @@ func ensureDir(dir string, owner Owner) error {
 			return err
 		}
 	}
-	return syncDir(filepath.Dir(dir))
+	return atomicfile.SyncDir(filepath.Dir(dir))
 }
 
 // lockDir serializes the writers of dir (member join and the renewal
@@ -116,7 +114,7 @@ func lockDir(dir string) (unlock func(), err error) {
 		return nil, err
 	}
 	for _, de := range des {
-		if n := de.Name(); strings.HasPrefix(n, ".") && strings.Contains(n, tmpMark) {
+		if n := de.Name(); strings.HasPrefix(n, ".") && strings.Contains(n, atomicfile.TempMark) {
 			os.Remove(filepath.Join(dir, n))
 		}
 	}
@@ -125,7 +123,7 @@ func lockDir(dir string) (unlock func(), err error) {
 
 // writeFile replaces dir/name with data: temp file, fsync, rename, fsync
 // of the directory, so a crash leaves the old file or the new one.
-func writeFile(dir, name string, data []byte, mode os.FileMode, owner Owner) (err error) {
+func writeFile(dir, name string, data []byte, mode os.FileMode, owner Owner) error {
 	target := filepath.Join(dir, name)
 	if fi, err := os.Stat(target); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
@@ -137,63 +135,7 @@ func writeFile(dir, name string, data []byte, mode os.FileMode, owner Owner) (er
 			}
 		}
 	}
-	f, err := os.CreateTemp(dir, "."+name+tmpMark+"*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", target, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("write %s: %w", target, err)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if err := chownIfNeeded(f, owner); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), target); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// chownIfNeeded changes only what differs, so a non-root writer keeping
-// its own files never needs a privilege.
-func chownIfNeeded(f *os.File, owner Owner) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	uid, gid := -1, -1
-	if owner.UID != -1 && owner.UID != int(st.Uid) {
-		uid = owner.UID
-	}
-	if owner.GID != -1 && owner.GID != int(st.Gid) {
-		gid = owner.GID
-	}
-	if uid == -1 && gid == -1 {
-		return nil
-	}
-	if err := f.Chown(uid, gid); err != nil {
-		return fmt.Errorf("%w (run as root to give files to %d:%d)", err, owner.UID, owner.GID)
-	}
-	return nil
+	return atomicfile.Write(target, data, mode, owner.UID, owner.GID)
 }
 
 // fixFile gives a kept file the mode and owner it should have, without
@@ -213,17 +155,8 @@ func fixFile(path string, mode os.FileMode, owner Owner) error {
 			return fmt.Errorf("chmod %s: %w", path, err)
 		}
 	}
-	if err := chownIfNeeded(f, owner); err != nil {
+	if err := atomicfile.ChownIfNeeded(f, owner.UID, owner.GID); err != nil {
 		return fmt.Errorf("chown %s: %w", path, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

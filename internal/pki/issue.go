@@ -47,6 +47,10 @@ type MemberRequest struct {
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
+// IsDNSLabel reports whether s is one lowercase DNS label (1-63 of a-z,
+// 0-9 and inner '-'): what a member name must be.
+func IsDNSLabel(s string) bool { return dnsLabel.MatchString(s) }
+
 func validDNSName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 )
@@ -375,7 +376,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 	// renames) is repaired; a wrong mode is fixed without a new key.
 	os.WriteFile(filepath.Join(dir, "server.key"), []byte(before["peer.key"]), 0o600)
 	os.Chmod(filepath.Join(dir, "client.key"), 0o644)
-	os.WriteFile(filepath.Join(dir, ".peer.key"+tmpMark+"123"), []byte("half"), 0o600)
+	os.WriteFile(filepath.Join(dir, ".peer.key"+atomicfile.TempMark+"123"), []byte("half"), 0o600)
 	issued, err := ca.issueMember(dir, req, Owner{-1, -1}, day61)
 	if err != nil || !slices.Equal(issued, []string{"server.crt"}) {
 		t.Fatalf("repair: issued %v %v", issued, err)
@@ -383,7 +384,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(dir, "client.key")); fi.Mode().Perm() != 0o600 {
 		t.Errorf("client.key mode %v not fixed", fi.Mode().Perm())
 	}
-	if _, err := os.Stat(filepath.Join(dir, ".peer.key"+tmpMark+"123")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, ".peer.key"+atomicfile.TempMark+"123")); !os.IsNotExist(err) {
 		t.Error("a crashed writer's temp file was left behind")
 	}
 	if _, err := tls.LoadX509KeyPair(filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")); err != nil {

@@ -7,6 +7,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -85,6 +86,33 @@ func GetBytes(ctx context.Context, s Store, key string, limit int64) ([]byte, In
 		return nil, Info{}, fmt.Errorf("read %s: object larger than %d bytes", key, limit)
 	}
 	return b, info, nil
+}
+
+// EachJSON reads every NAME.json object directly below prefix (one
+// listing, then one read each) and calls fn with NAME and the content;
+// objects deleted between the listing and the read are skipped.
+func EachJSON(ctx context.Context, s Store, prefix string, limit int64, fn func(name string, b []byte) error) error {
+	entries, err := s.List(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", prefix, err)
+	}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name, ".json")
+		if e.Dir || !ok {
+			continue
+		}
+		b, _, err := GetBytes(ctx, s, prefix+e.Name, limit)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", prefix+e.Name, err)
+		}
+		if err := fn(name, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CheckKey rejects keys that could escape the store or name nothing.

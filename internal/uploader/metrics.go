@@ -5,10 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 )
 
 const lastSuccessMetric = "etcdadm_backup_last_success_timestamp_seconds"
@@ -37,11 +38,7 @@ func WriteTextfile(path string, out Outcome, runErr error, at time.Time) error {
 		gauge("etcdadm_backup_last_revision", "Revision the last backup holds at least.", float64(out.Integrity.MinRevision))
 		gauge("etcdadm_backup_retained_count", "Backups kept by retention after the last run.", float64(out.Prune.Kept))
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b.Bytes(), 0o644, -1, -1); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -268,34 +269,12 @@ func IdentityVolume(root string) (string, error) {
 	return "", fmt.Errorf("%s: no ETCDADM_VOLUME", path)
 }
 
-// writeAtomic replaces path with b: readers see the old file or the new
-// one, never a part.
+// writeAtomic replaces path with b, making its directory first.
 func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.Write(path, b, mode, -1, -1)
 }
 
 // HostID is this host's id for claims: <root>/etc/machine-id, else the

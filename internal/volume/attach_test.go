@@ -68,15 +68,8 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func detachImage(t *testing.T, img string) {
-	out, err := exec.Command("losetup", "--noheadings", "--output", "NAME", "--associated", img).Output()
-	if err != nil {
-		t.Errorf("cleanup: losetup -j %s: %v", img, err)
-		return
-	}
-	for _, dev := range strings.Fields(string(out)) {
-		if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
-			t.Errorf("cleanup: losetup -d %s: %v: %s", dev, err, out)
-		}
+	if err := volume.DetachImage(context.Background(), img); err != nil {
+		t.Errorf("cleanup: %v", err)
 	}
 }
 

@@ -104,13 +104,21 @@ func (l *Loopfile) ensureImage(img string) (grew bool, err error) {
 
 // Detach detaches every loop device of volume's image.
 func (l *Loopfile) Detach(ctx context.Context, volume string) error {
-	devs, err := loopDevices(ctx, l.Image(volume))
-	if err != nil {
+	if err := DetachImage(ctx, l.Image(volume)); err != nil {
 		return fmt.Errorf("loopfile %s: %w", volume, err)
+	}
+	return nil
+}
+
+// DetachImage detaches every loop device backed by the image file img.
+func DetachImage(ctx context.Context, img string) error {
+	devs, err := loopDevices(ctx, img)
+	if err != nil {
+		return err
 	}
 	for _, d := range devs {
 		if _, err := run(ctx, "losetup", "--detach", d); err != nil {
-			return fmt.Errorf("loopfile %s: %w", volume, err)
+			return err
 		}
 	}
 	return nil

@@ -30,7 +30,7 @@ var FenceUnits = []string{
 // MustFence tells whether a failed renewal (err) means this host must
 // stop using its volume: the claim was taken over (ErrLost), or the store
 // could not be reached and the lease runs out before the next renewal
-// (every lease/3) could save it. The claim's expiry comes from ClaimFile.
+// (RenewEvery) could save it. The claim's expiry comes from ClaimFile.
 func MustFence(cfg Config, err error, now time.Time) (bool, string) {
 	if errors.Is(err, ErrLost) {
 		return true, "the claim was taken over by another host"
@@ -39,7 +39,7 @@ func MustFence(cfg Config, err error, now time.Time) (bool, string) {
 	if rerr != nil {
 		return false, ""
 	}
-	if left := c.Expires.Sub(now); left < cfg.Lease/3 {
+	if left := c.Expires.Sub(now); left < RenewEvery(cfg.Lease) {
 		return true, fmt.Sprintf("the lease on %s runs out at %s (in %s) and could not be renewed", c.Volume, c.Expires.Format(time.RFC3339), left.Round(time.Second))
 	}
 	return false, ""

@@ -12,6 +12,14 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
+// DefaultLease is etcd-volume-attach's --lease; etcd-volume-renew.timer's
+// 40s is RenewEvery(DefaultLease).
+const DefaultLease = 2 * time.Minute
+
+// RenewEvery is how often a lease is renewed: a third of it, so one
+// failed renewal still leaves time for the next.
+func RenewEvery(lease time.Duration) time.Duration { return (lease / 3).Truncate(time.Second) }
+
 // ClaimPrefix is where claims live in the store: <prefix><volume>.json.
 const ClaimPrefix = "etcdadm/volumes/"
 

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/volume"
 	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
 )
 
@@ -278,15 +278,8 @@ func (w *hostWriter) finish(t *testing.T) {
 func detachImages(t testing.TB, dir string) {
 	imgs, _ := filepath.Glob(filepath.Join(dir, "*.img*"))
 	for _, img := range imgs {
-		out, err := exec.Command("losetup", "--noheadings", "--output", "NAME", "--associated", img).Output()
-		if err != nil {
-			t.Errorf("losetup --associated %s: %v", img, err)
-			continue
-		}
-		for _, dev := range strings.Fields(string(out)) {
-			if out, err := exec.Command("losetup", "--detach", dev).CombinedOutput(); err != nil {
-				t.Errorf("losetup --detach %s: %v %s", dev, err, out)
-			}
+		if err := volume.DetachImage(context.Background(), img); err != nil {
+			t.Errorf("cleanup: %v", err)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -178,7 +179,7 @@ func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOp
 			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
 	}
 	fi, err := os.Stat(p)
@@ -236,15 +237,6 @@ func (s *Store) removeEmptyDirs(dir string) {
 			return
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // lock serializes compare-and-swap writes across processes and hosts
