@@ -16,9 +16,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 	"github.com/etcdadm/etcdadm-immutable/internal/volume"
+	"github.com/etcdadm/etcdadm-immutable/units"
 )
 
 // Variant is the OS a config is for.
@@ -59,12 +61,10 @@ const (
 	EtcdCurrent     = "/opt/etcd/current"
 )
 
-// programs are our binaries in BinDir; etcdPrograms are upstream's, in
-// EtcdDir/vX.Y.Z.
-var (
-	programs     = []string{"etcdadm", "etcd-member-join", "etcd-snapshot-uploader"}
-	etcdPrograms = []string{"etcd", "etcdctl", "etcdutl"}
-)
+// programs are our binaries in BinDir (every one a unit runs);
+// etcdPrograms are upstream's, in EtcdDir/vX.Y.Z.
+func programs() []string     { return units.Programs() }
+func etcdPrograms() []string { return etcdbin.Programs() }
 
 // Options are everything one rendered config depends on. Render reads the
 // two files it names (credentials, sums) and nothing else: it never
@@ -373,10 +373,10 @@ func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
 	base = strings.TrimSuffix(base, "/")
 	etcdRel := "etcd/v" + etcdVersion
 	var want []download
-	for _, p := range programs {
+	for _, p := range programs() {
 		want = append(want, download{path: BinDir + "/" + p, url: "bin/" + p})
 	}
-	for _, p := range etcdPrograms {
+	for _, p := range etcdPrograms() {
 		want = append(want, download{path: EtcdDir + "/v" + etcdVersion + "/" + p, url: etcdRel + "/" + p})
 	}
 	var missing []string
@@ -391,7 +391,7 @@ func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("--sha256-file %s: no sha256 for %s; refusing to render downloads Ignition cannot verify (write the file with: cd DIR && sha256sum bin/%s %s/*)",
-			sumsFile, strings.Join(missing, ", "), strings.Join(programs, " bin/"), etcdRel)
+			sumsFile, strings.Join(missing, ", "), strings.Join(programs(), " bin/"), etcdRel)
 	}
 	return want, nil
 }

@@ -199,8 +199,8 @@ func TestIgnitionContents(t *testing.T) {
 			if tc.opts.Binaries == BinariesBaked && len(bins) > 0 {
 				t.Errorf("baked binaries, yet files %v", bins)
 			}
-			if tc.opts.Binaries == BinariesURL && len(bins) != len(programs)+len(etcdPrograms) {
-				t.Errorf("downloads %v, want our %d programs and etcd's %d", bins, len(programs), len(etcdPrograms))
+			if tc.opts.Binaries == BinariesURL && len(bins) != len(programs())+len(etcdPrograms()) {
+				t.Errorf("downloads %v, want our %d programs and etcd's %d", bins, len(programs()), len(etcdPrograms()))
 			}
 		})
 	}

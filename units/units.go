@@ -5,9 +5,14 @@
 package units
 
 import (
+	"bufio"
+	"bytes"
 	"embed"
 	"io/fs"
+	"path"
+	"slices"
 	"sort"
+	"strings"
 )
 
 //go:embed *.service *.timer
@@ -38,6 +43,29 @@ func Enabled() []string {
 		"etcd-reconcile.timer",
 		"etcd-snapshot-uploader.timer",
 		"etcd-pki-renew.timer",
+		"etcd-version-switcher.timer",
 		"etcd-wait-healthy.service",
 	}
+}
+
+// BinDir is where our programs live on a host.
+const BinDir = "/opt/etcdadm/bin"
+
+// Programs are our programs the units run (every ExecStart= under
+// BinDir), sorted: what a host must be given, baked or downloaded.
+func Programs() []string {
+	var out []string
+	for _, n := range Names() {
+		b, _ := Read(n)
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			cmd, ok := strings.CutPrefix(sc.Text(), "ExecStart=")
+			exe, _, _ := strings.Cut(cmd, " ")
+			if ok && path.Dir(exe) == BinDir && !slices.Contains(out, path.Base(exe)) {
+				out = append(out, path.Base(exe))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -63,7 +63,11 @@ func stubRoot(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	for _, exe := range []string{"opt/etcd/current/etcd", "opt/etcdadm/bin/etcd-member-join", "opt/etcdadm/bin/etcdadm", "opt/etcdadm/bin/etcd-snapshot-uploader", "opt/etcdadm/bin/etcd-volume-attach", "opt/etcdadm/bin/etcd-dns-registrar"} {
+	exes := []string{"opt/etcd/current/etcd"}
+	for _, p := range Programs() {
+		exes = append(exes, "opt/etcdadm/bin/"+p)
+	}
+	for _, exe := range exes {
 		p := filepath.Join(dir, exe)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 )
 
 func seedCommand() *cli.Command {
@@ -102,7 +103,7 @@ after a backup.`,
 				Flags: []cli.Flag{
 					cliflags.Store(),
 					&cli.IntFlag{Name: "members", Usage: "new member count"},
-					&cli.StringFlag{Name: "version", Usage: "new etcd version"},
+					&cli.StringFlag{Name: "version", Usage: "new etcd version: the same plan and checks as 'etcdadm upgrade --to'"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.Int("members") == 0 && c.String("version") == "" {
@@ -112,7 +113,17 @@ after a backup.`,
 					if err != nil {
 						return err
 					}
-					cl, warnings, err := clusterspec.SetSpec(c.Context, st, int32(c.Int("members")), c.String("version"))
+					if v := c.String("version"); v != "" {
+						// The same plan and checks as 'etcdadm upgrade --to'.
+						to, err := etcdversion.Parse(v)
+						if err != nil {
+							return cli.Exit(fmt.Sprintf("%v\nNothing was changed.", err), 2)
+						}
+						if err := declare(c, st, to, false); err != nil || c.Int("members") == 0 {
+							return err
+						}
+					}
+					cl, warnings, err := clusterspec.SetSpec(c.Context, st, int32(c.Int("members")), "")
 					for _, w := range warnings {
 						fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 					}

@@ -65,11 +65,13 @@ func statusAction(c *cli.Context) error {
 	if c.Bool("units") {
 		unitStates = hostUnits(c)
 	}
+	vs := versionsOf(c, r, st)
 	if c.String("output") == "json" {
 		err := writeJSON(c.App.Writer, struct {
 			status.Report
-			Units []systemd.UnitState `json:"units,omitempty"`
-		}{r, unitStates})
+			Units   []systemd.UnitState `json:"units,omitempty"`
+			Version versionReport       `json:"versions"`
+		}{r, unitStates, vs})
 		if err != nil {
 			return err
 		}
@@ -91,6 +93,7 @@ func statusAction(c *cli.Context) error {
 		fmt.Fprintf(w, "cluster %s: %d/%d voting members healthy\n\n", r.ClusterID, healthy, voters)
 		printMembers(w, r.Members)
 	}
+	printVersions(w, vs)
 	if len(r.Alarms) > 0 {
 		fmt.Fprintf(w, "\nALARMS: %s\n", strings.Join(r.Alarms, "; "))
 	}
@@ -122,7 +125,7 @@ func etcdDown(r status.Report) error {
 
 func printMembers(w io.Writer, ms []status.Member) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tVERSION\tDB SIZE\tIN USE\tPEER URL")
+	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tVERSION\tSTORAGE\tDB SIZE\tIN USE\tPEER URL")
 	for _, m := range ms {
 		role := "follower"
 		switch {
@@ -138,7 +141,11 @@ func printMembers(w io.Writer, ms []status.Member) {
 				health += ": " + firstLine(m.Error)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.ID, role, health, m.Version, humanBytes(m.DBSize), humanBytes(m.DBInUse), strings.Join(m.PeerURLs, ","))
+		storage := m.StorageVersion
+		if storage == "" {
+			storage = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.ID, role, health, m.Version, storage, humanBytes(m.DBSize), humanBytes(m.DBInUse), strings.Join(m.PeerURLs, ","))
 	}
 	tw.Flush()
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/service"
@@ -135,6 +136,9 @@ func Run(ctx context.Context, cfg Config, d Deps) (Result, error) {
 	if err := register(ctx, d.Store, j.withTime(j.me)); err != nil {
 		return Result{}, err
 	}
+	if err := j.useClusterVersion(ctx); err != nil {
+		return Result{}, err
+	}
 	res, err := j.run(ctx)
 	res.Member = j.me
 	return res, err
@@ -156,7 +160,17 @@ func newJoiner(ctx context.Context, cfg Config, d Deps) (*joiner, error) {
 	return j, nil
 }
 
-func (j *joiner) withTime(p Peer) Peer { p.Updated = j.d.Now().UTC(); return p }
+// withTime stamps this host's registry entry, with the etcd versions it
+// has (the planner offers only versions every host can run).
+func (j *joiner) withTime(p Peer) Peer {
+	p.Updated = j.d.Now().UTC()
+	if vs, err := etcdbin.HostDir(j.cfg.Root).Local(); err == nil {
+		for _, v := range vs {
+			p.Versions = append(p.Versions, v.String())
+		}
+	}
+	return p
+}
 
 func (j *joiner) self() Peer {
 	s := j.cluster.Settings
@@ -488,7 +502,7 @@ func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members 
 		if need := voters/2 + 1; healthy < need {
 			return fmt.Errorf("member join: %w: removing %s leaves %d healthy of %d members, fewer than the %d needed; bring the others back first", ErrUnsafe, stale.Name, healthy, voters, need)
 		}
-		if err := j.backup(ctx, cli); err != nil {
+		if _, err := j.backup(ctx, cli); err != nil {
 			return fmt.Errorf("member join: backup before replacing %s: %w", stale.Name, err)
 		}
 	}
@@ -499,7 +513,7 @@ func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members 
 	return nil
 }
 
-func (j *joiner) backup(ctx context.Context, cli *clientv3.Client) error {
+func (j *joiner) backup(ctx context.Context, cli *clientv3.Client) (string, error) {
 	ep := cli.Endpoints()[0]
 	for _, e := range cli.Endpoints() {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -512,10 +526,10 @@ func (j *joiner) backup(ctx context.Context, cli *clientv3.Client) error {
 	}
 	out, err := uploader.Run(ctx, uploader.Config{Endpoint: ep, AnyMember: true, SkipPrune: true, StaleAfter: time.Hour, Retention: backup.DefaultPolicy}, cli, j.d.Store, j.log, j.d.Now)
 	if err != nil {
-		return err
+		return "", err
 	}
-	j.log.Info("backed up before a membership change", "backup", out.Backup)
-	return nil
+	j.log.Info("backed up before a cluster change", "backup", out.Backup)
+	return out.Backup, nil
 }
 
 func (j *joiner) healthy(ctx context.Context, m *etcdserverpb.Member) bool {
@@ -616,23 +630,29 @@ func (j *joiner) client(eps []string) (*clientv3.Client, error) {
 // endpoints come from the peer registry and may include a member that
 // was just removed and is shutting down ("raft: stopped").
 func (j *joiner) lock(ctx context.Context, cli *clientv3.Client) (func(), error) {
+	return j.lockKey(ctx, cli, lockKey, "membership lock")
+}
+
+// lockKey takes one of the cluster-wide locks in etcd (its session ends
+// with this process, so a crashed holder frees it within 30 s).
+func (j *joiner) lockKey(ctx context.Context, cli *clientv3.Client, key, what string) (func(), error) {
 	lctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
 	var sess *concurrency.Session
 	var mu *concurrency.Mutex
-	err := j.retry(lctx, "membership lock", func() error {
+	err := j.retry(lctx, what, func() error {
 		var err error
 		if sess, err = concurrency.NewSession(cli, concurrency.WithTTL(30), concurrency.WithContext(ctx)); err != nil {
 			return err
 		}
-		mu = concurrency.NewMutex(sess, lockKey)
+		mu = concurrency.NewMutex(sess, key)
 		if err = mu.Lock(lctx); err != nil {
 			sess.Close()
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("member join: membership lock: %w", err)
+		return nil, fmt.Errorf("member join: %s: %w", what, err)
 	}
 	return func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -681,6 +701,10 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 		} {
 			vars[k] = v
 		}
+	}
+	vars, err := j.versionedEnv(vars)
+	if err != nil {
+		return err
 	}
 	changed, err := writeEnvFile(j.cfg.EnvFile, vars, j.cfg.Owner)
 	if err != nil {

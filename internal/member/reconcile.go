@@ -48,7 +48,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 			return removed, nil
 		}
 		if !backedUp {
-			if err := j.backup(ctx, cli); err != nil {
+			if _, err := j.backup(ctx, cli); err != nil {
 				return removed, fmt.Errorf("reconcile: backup before shrinking: %w", err)
 			}
 			backedUp = true

@@ -20,6 +20,9 @@ type Peer struct {
 	PeerURL   string    `json:"peerURL"`
 	ClientURL string    `json:"clientURL"`
 	Updated   time.Time `json:"updated"`
+	// Versions are the etcd versions this host has in /opt/etcd (baked,
+	// or fetched from a release).
+	Versions []string `json:"versions,omitempty"`
 }
 
 func register(ctx context.Context, st store.Store, p Peer) error {

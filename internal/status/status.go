@@ -31,6 +31,9 @@ type Member struct {
 	DBSize     int64    `json:"dbSize,omitempty"`
 	DBInUse    int64    `json:"dbSizeInUse,omitempty"`
 	RaftIndex  uint64   `json:"raftIndex,omitempty"`
+	// StorageVersion and Downgrade come from etcd 3.6+ only.
+	StorageVersion string `json:"storageVersion,omitempty"`
+	Downgrade      string `json:"downgrade,omitempty"`
 }
 
 // Report is the whole status.
@@ -87,6 +90,10 @@ func Members(ctx context.Context, cli Cluster) (string, []Member, error) {
 			}
 			out[i].Leader = st.Leader == m.ID
 			out[i].Version, out[i].DBSize, out[i].DBInUse, out[i].RaftIndex = st.Version, st.DbSize, st.DbSizeInUse, st.RaftIndex
+			out[i].StorageVersion = st.StorageVersion
+			if d := st.DowngradeInfo; d != nil && d.Enabled {
+				out[i].Downgrade = "to " + d.TargetVersion
+			}
 		}()
 	}
 	wg.Wait()

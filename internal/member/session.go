@@ -1,0 +1,97 @@
+package member
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+)
+
+// rolloutLockKey serializes version switches: one member at a time in the
+// whole cluster.
+const rolloutLockKey = "/etcdadm/locks/rollout"
+
+// Session is this host's member connected to its cluster, for operations
+// on a running cluster beyond membership (the version switcher). It
+// shares member join's client, TLS, locks, retries, health probe, leader
+// hand-over and backup, so each rule has one implementation.
+type Session struct {
+	j   *joiner
+	Cli *clientv3.Client // every registered member's endpoint
+}
+
+// Open loads the cluster declaration and connects.
+func Open(ctx context.Context, cfg Config, d Deps) (*Session, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	j, cli, err := connect(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{j: j, Cli: cli}, nil
+}
+
+// Close closes the client.
+func (s *Session) Close() error { return s.Cli.Close() }
+
+// Self is this host's member.
+func (s *Session) Self() Peer { return s.j.me }
+
+// Cluster is the declaration loaded at Open.
+func (s *Session) Cluster() clusterspec.Cluster { return s.j.cluster }
+
+// Config is this host's member configuration (defaults applied).
+func (s *Session) Config() Config { return s.j.cfg }
+
+// TLS is the client TLS configuration (nil for an insecure cluster).
+func (s *Session) TLS() *tls.Config { return s.j.tls }
+
+// Client dials the given endpoints with this member's credentials.
+func (s *Session) Client(eps []string) (*clientv3.Client, error) { return s.j.client(eps) }
+
+// RolloutLock takes the cluster-wide version-switch lock.
+func (s *Session) RolloutLock(ctx context.Context) (unlock func(), err error) {
+	return s.j.lockKey(ctx, s.Cli, rolloutLockKey, "rollout lock")
+}
+
+// MemberList lists members, retrying through leader changes.
+func (s *Session) MemberList(ctx context.Context) ([]*etcdserverpb.Member, error) {
+	ml, err := s.j.memberList(ctx, s.Cli)
+	if err != nil {
+		return nil, err
+	}
+	return ml.Members, nil
+}
+
+// Healthy probes one member.
+func (s *Session) Healthy(ctx context.Context, m *etcdserverpb.Member) bool {
+	return s.j.healthy(ctx, m)
+}
+
+// Retry runs op until it succeeds or fails with an error etcd does not
+// clear up by itself (leader change, member restarting), within the
+// configured timeout.
+func (s *Session) Retry(ctx context.Context, what string, op func() error) error {
+	return s.j.retry(ctx, what, op)
+}
+
+// MoveLeaderOff hands leadership from m to a healthy voter, if m leads.
+func (s *Session) MoveLeaderOff(ctx context.Context, m *etcdserverpb.Member, voters []*etcdserverpb.Member, healthy map[uint64]bool) error {
+	return s.j.moveLeaderOff(ctx, s.Cli, m, voters, healthy)
+}
+
+// Backup takes a verified backup into the store, from any healthy
+// member, and returns its name.
+func (s *Session) Backup(ctx context.Context) (string, error) {
+	name, err := s.j.backup(ctx, s.Cli)
+	if err != nil {
+		return "", fmt.Errorf("backup: %w", err)
+	}
+	return name, nil
+}

@@ -1,0 +1,121 @@
+// Package memberflags turns the flags of the binaries that act as this
+// host's member (etcd-member-join, etcd-version-switcher) into one
+// member.Config: name, addresses, ports, root, the etcd user. Imported by
+// those commands only (it links the etcd client; the DNS registrar and the
+// uploader must not import it).
+package memberflags
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+)
+
+// Flags are the member's identity and host settings.
+func Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
+		&cli.StringFlag{Name: "host", EnvVars: []string{"ETCDADM_HOST"}, Usage: "how peers reach this host: address or DNS name (default: NAME.<dnsSuffix>, else this host's first address)"},
+		&cli.StringFlag{Name: "listen-host", EnvVars: []string{"ETCDADM_LISTEN_HOST"}, Usage: "address etcd listens on (default: all)"},
+		&cli.StringSliceFlag{Name: "ip", EnvVars: []string{"ETCDADM_IPS"}, Usage: "this host's addresses, for the certificates' SANs"},
+		&cli.IntFlag{Name: "client-port", EnvVars: []string{"ETCDADM_CLIENT_PORT"}, Usage: "override the cluster's client port"},
+		&cli.IntFlag{Name: "peer-port", EnvVars: []string{"ETCDADM_PEER_PORT"}, Usage: "override the cluster's peer port"},
+		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
+		&cli.StringFlag{Name: "etcd-user", Value: "etcd", EnvVars: []string{"ETCDADM_ETCD_USER"}, Usage: "user that owns keys and data (from sysusers.d); empty: leave ownership alone"},
+		&cli.StringFlag{Name: "unit", Value: "etcd.service", EnvVars: []string{"ETCDADM_ETCD_UNIT"}, Usage: "the etcd unit to start"},
+	}
+}
+
+// Config reads the flags. Without --ip it waits up to a minute for the
+// host's network to bring up an address (at boot it may still be coming).
+func Config(c *cli.Context) (member.Config, error) {
+	name := c.String("name")
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return member.Config{}, cli.Exit(fmt.Sprintf("no --name and no hostname: %v", err), 2)
+		}
+		name, _, _ = strings.Cut(h, ".")
+	}
+	cfg := member.Config{
+		Name: name, Host: c.String("host"), ListenHost: c.String("listen-host"),
+		ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
+		Root: c.String("root"), Owner: pki.Owner{UID: -1, GID: -1},
+	}
+	for _, s := range c.StringSlice("ip") {
+		ip := net.ParseIP(s)
+		if ip == nil {
+			return cfg, cli.Exit(fmt.Sprintf("--ip %q is not an IP address", s), 2)
+		}
+		cfg.IPs = append(cfg.IPs, ip)
+	}
+	for deadline := time.Now().Add(time.Minute); len(cfg.IPs) == 0 && time.Now().Before(deadline); {
+		var err error
+		if cfg.IPs, err = HostIPs(); err != nil {
+			return cfg, cli.Exit(fmt.Sprintf("reading this host's addresses: %v", err), 1)
+		}
+		if len(cfg.IPs) == 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if len(cfg.IPs) == 0 && cfg.Host == "" {
+		return cfg, cli.Exit("this host has no global address after 1 min: bring up the network, or set --host (ETCDADM_HOST) to how peers reach this host", 1)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, cli.Exit(err, 2)
+	}
+	if u := c.String("etcd-user"); u != "" {
+		owner, err := LookupOwner(u)
+		if err != nil {
+			return cfg, cli.Exit(err, 2)
+		}
+		cfg.Owner = owner
+	}
+	return cfg, nil
+}
+
+// LookupOwner resolves the etcd user.
+func LookupOwner(name string) (pki.Owner, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return pki.Owner{}, fmt.Errorf("user %q: %w (it comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", name, err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return pki.Owner{}, fmt.Errorf("user %q: uid %q / gid %q are not numbers", name, u.Uid, u.Gid)
+	}
+	return pki.Owner{UID: uid, GID: gid}, nil
+}
+
+// HostIPs are this host's global unicast addresses, IPv4 first: the
+// default for certificate SANs and, without a DNS suffix, for how peers
+// reach this member.
+func HostIPs() ([]net.IP, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var v4, v6 []net.IP
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || !ipn.IP.IsGlobalUnicast() {
+			continue
+		}
+		if ipn.IP.To4() != nil {
+			v4 = append(v4, ipn.IP)
+		} else {
+			v6 = append(v6, ipn.IP)
+		}
+	}
+	return append(v4, v6...), nil
+}

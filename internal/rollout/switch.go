@@ -1,0 +1,344 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+)
+
+// inFlight is this host's record of a switch it started: written before
+// /opt/etcd/current moves, removed once the member is healthy at the new
+// version (or back at the old one). A run that finds it finishes the job.
+type inFlight struct {
+	Previous string    `json:"previous"`
+	Next     string    `json:"next"`
+	Started  time.Time `json:"started"`
+}
+
+// myTurn switches this member to next, under the rollout lock, after
+// every gate has passed again.
+func (w *switcher) myTurn(ctx context.Context, next, prev etcdversion.Version) (bool, error) {
+	unlock, err := w.s.RolloutLock(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	// Look again under the lock: another switcher may have acted.
+	cs, err := observe(ctx, w.s)
+	if err != nil {
+		return true, nil
+	}
+	me := cs.member(w.me)
+	if me == nil || me.Version != prev.String() {
+		return true, nil
+	}
+	if reason := gate(cs, w.me); reason != "" {
+		w.status(fmt.Sprintf("step to %s: waiting: %s", next, reason))
+		return true, nil
+	}
+	if me.Leader && len(cs.Members) > 1 {
+		healthy := map[uint64]bool{}
+		var voters = cs.raw()
+		for _, m := range cs.Members {
+			healthy[m.ID] = m.Healthy
+		}
+		if err := w.s.MoveLeaderOff(ctx, me.raw, voters, healthy); err != nil {
+			return false, err
+		}
+		w.log.Info("moved leadership away before switching the leader (leader last)")
+		return true, nil
+	}
+	rec, etag, err := Load(ctx, w.d.Store)
+	if err != nil || rec == nil {
+		return true, err
+	}
+	if rec.Backups[next.String()] == "" {
+		w.status(fmt.Sprintf("step to %s: taking a verified backup first", next))
+		name, err := w.s.Backup(ctx)
+		if err != nil {
+			return false, fmt.Errorf("rollout: backup before the step to %s: %w", next, err)
+		}
+		if rec.Backups == nil {
+			rec.Backups = map[string]string{}
+		}
+		rec.Backups[next.String()] = name
+		if _, err := Save(ctx, w.d.Store, *rec, etag, w.d.Now()); err != nil && !errors.Is(err, ErrConflict) {
+			return false, err
+		}
+		return true, nil
+	}
+	if wait, err := w.downgradeGate(ctx, cs, next); wait || err != nil {
+		return wait, err
+	}
+	if err := w.dir.Ensure(ctx, next, etcdbin.Releases{Store: w.d.Store}); err != nil {
+		return false, fmt.Errorf("rollout: %w", err)
+	}
+	w.status(fmt.Sprintf("switching %s: etcd %s → %s", w.me, prev, next))
+	if err := w.writeInFlight(inFlight{Previous: prev.String(), Next: next.String(), Started: w.d.Now().UTC()}); err != nil {
+		return false, err
+	}
+	return true, w.complete(ctx, prev, next, false)
+}
+
+// complete moves this member to next and checks it; on failure it puts
+// prev back and stops the rollout.
+func (w *switcher) complete(ctx context.Context, prev, next etcdversion.Version, resumed bool) error {
+	start := time.Now()
+	err := w.run(ctx, next, !resumed)
+	if err == nil {
+		w.out.Switched = append(w.out.Switched, next.String())
+		w.log.Info("switched", "from", prev.String(), "to", next.String(), "took", time.Since(start).Round(time.Millisecond))
+		return w.clearInFlight()
+	}
+	reason := err.Error()
+	w.log.Error("ROLLING BACK: the member did not come up at the new version", "version", next.String(), "err", err)
+	w.status(fmt.Sprintf("rolling %s back to %s: %s", w.me, prev, reason))
+	if rerr := w.run(ctx, prev, true); rerr != nil {
+		return fmt.Errorf("rollout: %s failed at %s (%s) and ALSO failed back at %s: %w; see journalctl -u etcd", w.me, next, reason, prev, rerr)
+	}
+	if err := w.clearInFlight(); err != nil {
+		return err
+	}
+	rec, etag, lerr := Load(ctx, w.d.Store)
+	if lerr != nil {
+		return lerr
+	}
+	if rec != nil {
+		rec.State = Failed
+		rec.Failed = &Failure{Member: w.me, Version: next.String(), Reason: reason, At: w.d.Now().UTC()}
+		if _, err := Save(ctx, w.d.Store, *rec, etag, w.d.Now()); err != nil {
+			return err
+		}
+	}
+	w.status(fmt.Sprintf("rollout STOPPED: %s failed at %s and runs %s again: %s", w.me, next, prev, reason))
+	return fmt.Errorf("%w: %s failed at %s: %s (rolled back to %s)", ErrStopped, w.me, next, reason, prev)
+}
+
+// run points current at v, rewrites etcd.env for it, (re)starts etcd and
+// waits until the member is ready at v. Without restart, a running etcd
+// whose settings did not change is left alone (resuming after a crash).
+func (w *switcher) run(ctx context.Context, v etcdversion.Version, restart bool) error {
+	changed, notes, err := member.RewriteEnv(w.s.Config(), v)
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		w.log.Warn("etcd setting rewritten for etcd "+v.String(), "change", n)
+	}
+	if err := w.dir.Use(v); err != nil {
+		return err
+	}
+	if err := w.d.Service.Start(ctx, restart || changed); err != nil {
+		w.log.Warn("etcd restart reported a failure; checking the member", "err", err)
+	}
+	return w.waitReady(ctx, v)
+}
+
+// waitReady: the member answers with version v, has applied what the
+// leader has (within a small margin) and serves a linearizable read.
+func (w *switcher) waitReady(ctx context.Context, v etcdversion.Version) error {
+	self := w.s.Self().ClientURL
+	cli, err := w.s.Client([]string{self})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(w.cfg.HealthTimeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		if r := ready(ctx, w.s, cli, self, v); r == "" {
+			return nil
+		} else {
+			last = r
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.cfg.Poll / 4):
+		}
+	}
+	return fmt.Errorf("not ready at %s within %v: %s", v, w.cfg.HealthTimeout, last)
+}
+
+// maxLag is how many entries behind the leader still counts as caught up.
+const maxLag = 100
+
+func ready(ctx context.Context, s *member.Session, cli *clientv3.Client, self string, v etcdversion.Version) string {
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, self)
+	if err != nil {
+		return err.Error()
+	}
+	if st.Version != v.String() {
+		return fmt.Sprintf("runs %s", st.Version)
+	}
+	if len(st.Errors) > 0 {
+		return fmt.Sprintf("reports %v", st.Errors)
+	}
+	if st.Leader == 0 {
+		return "no leader"
+	}
+	if _, err := cli.Get(sctx, "health"); err != nil {
+		return "linearizable read: " + err.Error()
+	}
+	ms, err := s.MemberList(sctx)
+	if err != nil {
+		return err.Error()
+	}
+	for _, m := range ms {
+		if m.ID == st.Leader && len(m.ClientURLs) > 0 {
+			lst, err := s.Cli.Status(sctx, m.ClientURLs[0])
+			if err != nil {
+				return "leader: " + err.Error()
+			}
+			if lst.RaftAppliedIndex > st.RaftAppliedIndex+maxLag {
+				return fmt.Sprintf("catching up: applied %d, leader %d", st.RaftAppliedIndex, lst.RaftAppliedIndex)
+			}
+		}
+	}
+	return ""
+}
+
+// gate returns why this member may not restart now ("" = it may): every
+// member healthy and voting, and quorum without this member.
+func gate(cs ClusterState, me string) string {
+	healthy := 0
+	for _, m := range cs.Members {
+		if m.Learner {
+			return fmt.Sprintf("%s is a learner (a join is in progress)", m.Name)
+		}
+		if !m.Healthy {
+			return fmt.Sprintf("%s is not healthy", m.Name)
+		}
+		healthy++
+	}
+	n := len(cs.Members)
+	if n > 1 && healthy-1 < n/2+1 {
+		return fmt.Sprintf("restarting %s would leave %d of %d members, fewer than a quorum", me, healthy-1, n)
+	}
+	return ""
+}
+
+// downgradeGate: a step below the cluster version needs etcd's downgrade
+// enabled to that minor and every member's storage version there; a
+// downgrade to another target (an aborted one) is cancelled first.
+func (w *switcher) downgradeGate(ctx context.Context, cs ClusterState, next etcdversion.Version) (bool, error) {
+	target := next.MinorString()
+	if cs.DowngradeEnabled && minorOf(cs.DowngradeTarget) != target {
+		err := w.s.Retry(ctx, "downgrade cancel", func() error {
+			_, err := w.s.Cli.Downgrade(ctx, clientv3.DowngradeCancel, "")
+			return err
+		})
+		w.log.Info("cancelled a downgrade to another version", "was", cs.DowngradeTarget, "err", err)
+		return true, err
+	}
+	cv, err := etcdversion.Parse(cs.ClusterVersion)
+	if err != nil {
+		w.status(fmt.Sprintf("step to %s: waiting: cluster version %q unknown", next, cs.ClusterVersion))
+		return true, nil
+	}
+	if etcdversion.Compare(etcdversion.Version{Major: next.Major, Minor: next.Minor}, etcdversion.Version{Major: cv.Major, Minor: cv.Minor}) >= 0 && !cs.DowngradeEnabled {
+		return false, nil // same minor or up: binaries swap in place
+	}
+	if !cs.DowngradeEnabled {
+		for _, a := range []clientv3.DowngradeAction{clientv3.DowngradeValidate, clientv3.DowngradeEnable} {
+			if err := w.s.Retry(ctx, "downgrade", func() error {
+				_, err := w.s.Cli.Downgrade(ctx, a, target)
+				return err
+			}); err != nil {
+				return false, fmt.Errorf("rollout: etcd refused the downgrade to %s: %w", target, err)
+			}
+		}
+		w.status(fmt.Sprintf("step to %s: downgrade to %s enabled; waiting for every member's storage version", next, target))
+		return true, nil
+	}
+	for _, m := range cs.Members {
+		if m.StorageVersion != "" && minorOf(m.StorageVersion) != target {
+			w.status(fmt.Sprintf("step to %s: waiting for %s's storage version (%s) to become %s", next, m.Name, m.StorageVersion, target))
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func minorOf(s string) string {
+	if v, err := etcdversion.Parse(s); err == nil {
+		return v.MinorString()
+	}
+	if v, err := etcdversion.Parse(s + ".0"); err == nil {
+		return v.MinorString()
+	}
+	return s
+}
+
+func (c ClusterState) raw() []*etcdserverpb.Member {
+	var out []*etcdserverpb.Member
+	for _, m := range c.Members {
+		out = append(out, m.raw)
+	}
+	return out
+}
+
+// resume finishes a switch a crash or power cut interrupted.
+func (w *switcher) resume(ctx context.Context) error {
+	b, err := os.ReadFile(w.cfg.StateFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
+	var f inFlight
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("rollout: %s: %w (move it aside after checking etcd runs)", w.cfg.StateFile, err)
+	}
+	prev, err1 := etcdversion.Parse(f.Previous)
+	next, err2 := etcdversion.Parse(f.Next)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("rollout: %s: %w", w.cfg.StateFile, err)
+	}
+	cur, err := w.dir.Current()
+	if err != nil {
+		return err
+	}
+	w.log.Info("resuming an interrupted switch", "previous", f.Previous, "next", f.Next, "current", cur.String())
+	if cur != next {
+		// Interrupted before the binary moved, or after a rollback.
+		if err := w.run(ctx, cur, false); err != nil {
+			return err
+		}
+		return w.clearInFlight()
+	}
+	return w.complete(ctx, prev, next, true)
+}
+
+func (w *switcher) writeInFlight(f inFlight) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(w.cfg.StateFile), 0o700); err != nil {
+		return fmt.Errorf("rollout: %w", err)
+	}
+	return atomicfile.Write(w.cfg.StateFile, b, 0o600, -1, -1)
+}
+
+func (w *switcher) clearInFlight() error {
+	if err := os.Remove(w.cfg.StateFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("rollout: %w", err)
+	}
+	return atomicfile.SyncDir(filepath.Dir(w.cfg.StateFile))
+}
