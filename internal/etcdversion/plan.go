@@ -123,3 +123,9 @@ func newest(available []Version, like, atLeast Version) (Version, bool) {
 	}
 	return best, ok
 }
+
+// NeedsFreshSnapshot: etcd 3.7 cannot replay raft entries written while
+// the cluster ran 3.5 (v2 requests: "unmarshal should never fail", found
+// by our rollout test), so before a member first starts 3.7 its log must
+// be covered by a snapshot taken at 3.6, after the cluster left 3.5.
+func NeedsFreshSnapshot(from, to Version) bool { return from.Minor < 7 && to.Minor >= 7 }

@@ -50,8 +50,9 @@ func (j *joiner) versionedEnv(vars map[string]string) (map[string]string, error)
 }
 
 // RewriteEnv rewrites etcd.env for version v (the version switcher, before
-// it restarts etcd on another binary). changed reports a new content.
-func RewriteEnv(cfg Config, v etcdversion.Version) (changed bool, notes []string, err error) {
+// it restarts etcd on another binary), with set applied on top (an empty
+// value removes the setting). changed reports a new content.
+func RewriteEnv(cfg Config, v etcdversion.Version, set map[string]string) (changed bool, notes []string, err error) {
 	cfg.defaults()
 	lines, err := process.ReadEnvFile(cfg.EnvFile)
 	if err != nil {
@@ -61,6 +62,13 @@ func RewriteEnv(cfg Config, v etcdversion.Version) (changed bool, notes []string
 	for _, kv := range lines {
 		k, val, _ := strings.Cut(kv, "=")
 		vars[k] = val
+	}
+	for k, val := range set {
+		if val == "" {
+			delete(vars, k)
+		} else {
+			vars[k] = val
+		}
 	}
 	vars, notes = etcdversion.Env(v, vars)
 	changed, err = writeEnvFile(cfg.EnvFile, vars, cfg.Owner)

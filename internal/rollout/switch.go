@@ -85,10 +85,16 @@ func (w *switcher) myTurn(ctx context.Context, next, prev etcdversion.Version) (
 	if err := w.dir.Ensure(ctx, next, etcdbin.Releases{Store: w.d.Store}); err != nil {
 		return false, fmt.Errorf("rollout: %w", err)
 	}
-	w.status(fmt.Sprintf("switching %s: etcd %s → %s", w.me, prev, next))
 	if err := w.writeInFlight(inFlight{Previous: prev.String(), Next: next.String(), Started: w.d.Now().UTC()}); err != nil {
 		return false, err
 	}
+	if etcdversion.NeedsFreshSnapshot(prev, next) {
+		w.status(fmt.Sprintf("step to %s: %s takes a raft snapshot at %s first (3.7 cannot replay 3.5-era log entries)", next, w.me, prev))
+		if err := w.snapshotFirst(ctx, prev); err != nil {
+			return false, fmt.Errorf("rollout: snapshot before %s: %w", next, err)
+		}
+	}
+	w.status(fmt.Sprintf("switching %s: etcd %s → %s", w.me, prev, next))
 	return true, w.complete(ctx, prev, next, false)
 }
 
@@ -130,7 +136,7 @@ func (w *switcher) complete(ctx context.Context, prev, next etcdversion.Version,
 // waits until the member is ready at v. Without restart, a running etcd
 // whose settings did not change is left alone (resuming after a crash).
 func (w *switcher) run(ctx context.Context, v etcdversion.Version, restart bool) error {
-	changed, notes, err := member.RewriteEnv(w.s.Config(), v)
+	changed, notes, err := member.RewriteEnv(w.s.Config(), v, map[string]string{snapshotCountVar: ""})
 	if err != nil {
 		return err
 	}
@@ -170,6 +176,55 @@ func (w *switcher) waitReady(ctx context.Context, v etcdversion.Version) error {
 		}
 	}
 	return fmt.Errorf("not ready at %s within %v: %s", v, w.cfg.HealthTimeout, last)
+}
+
+// snapshotCountVar set to 1 makes etcd snapshot after its next applied
+// entry (etcd's own upgrade guide uses it to drop legacy v2 data); only
+// snapshotFirst sets it, and every other restart removes it.
+const snapshotCountVar = "ETCD_SNAPSHOT_COUNT"
+
+// snapshotFirst restarts the member at its current version with a
+// snapshot count of 1, writes one entry, and waits until a snapshot file
+// newer than the restart is on disk: the log the next version replays
+// then starts after the cluster left 3.5.
+func (w *switcher) snapshotFirst(ctx context.Context, cur etcdversion.Version) error {
+	cfg := w.s.Config()
+	if _, _, err := member.RewriteEnv(cfg, cur, map[string]string{snapshotCountVar: "1"}); err != nil {
+		return err
+	}
+	restarted := time.Now()
+	if err := w.d.Service.Start(ctx, true); err != nil {
+		return err
+	}
+	if err := w.waitReady(ctx, cur); err != nil {
+		return err
+	}
+	snapDir := filepath.Join(cfg.DataDir, "member", "snap")
+	deadline := time.Now().Add(w.cfg.HealthTimeout)
+	for i := 0; time.Now().Before(deadline); i++ {
+		if _, err := w.s.Cli.Put(ctx, "/etcdadm/rollout/"+w.me, fmt.Sprintf("snapshot before %s (%d)", cur, i)); err != nil {
+			w.log.Debug("put", "err", err)
+		}
+		if newerSnap(snapDir, restarted) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(w.cfg.Poll / 4):
+		}
+	}
+	return fmt.Errorf("no snapshot appeared in %s within %v", snapDir, w.cfg.HealthTimeout)
+}
+
+func newerSnap(dir string, t time.Time) bool {
+	des, _ := os.ReadDir(dir)
+	for _, de := range des {
+		if fi, err := de.Info(); err == nil && filepath.Ext(de.Name()) == ".snap" && fi.ModTime().After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxLag is how many entries behind the leader still counts as caught up.

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -120,6 +121,19 @@ func startWriter(cli *clientv3.Client) *writer {
 		}
 	}()
 	return w
+}
+
+func (w *writer) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acked)
+}
+
+// ackedKeys are the writes etcd acknowledged so far.
+func (w *writer) ackedKeys() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.acked)
 }
 
 // finish stops the writer and checks every acknowledged write is readable.

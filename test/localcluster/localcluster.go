@@ -20,7 +20,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/process"
@@ -71,7 +73,13 @@ func NewHost(t testing.TB, st store.Store, name, version string) *Host {
 			IPs: []net.IP{net.ParseIP("127.0.0.1")},
 		},
 	}
-	h.Runner = &process.Runner{EtcdBin: testenv.EtcdBin(t, version, "etcd"), EnvFile: filepath.Join(root, "etc/etcd/etcd.env"), LogFile: filepath.Join(root, "etcd.log")}
+	// /opt/etcd as on a host: the version given, and current pointing at
+	// it; etcd runs from current, so the version switcher can move it.
+	h.AddVersions(t, version)
+	if err := etcdbin.HostDir(root).Use(etcdversion.MustParse(version)); err != nil {
+		t.Fatal(err)
+	}
+	h.Runner = &process.Runner{EtcdBin: filepath.Join(root, "opt/etcd/current/etcd"), EnvFile: filepath.Join(root, "etc/etcd/etcd.env"), LogFile: filepath.Join(root, "etcd.log")}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s: last lines of %s:\n%s", name, h.Runner.LogFile, tailFile(h.Runner.LogFile, 15))
@@ -88,6 +96,28 @@ func logger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// AddVersions bakes more etcd versions into the host: /opt/etcd/vX.Y.Z
+// links to the cached build.
+func (h *Host) AddVersions(t testing.TB, versions ...string) {
+	t.Helper()
+	dir := filepath.Join(h.Cfg.Root, "opt/etcd")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range versions {
+		link := filepath.Join(dir, "v"+v)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Dir(testenv.EtcdBin(t, v, "etcd")), link); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Deps are the member-join dependencies of this host.
+func (h *Host) Deps() member.Deps { return h.deps() }
 
 func (h *Host) deps() member.Deps {
 	return member.Deps{Store: h.Store, Service: h.Runner, Log: h.Log, Now: time.Now}

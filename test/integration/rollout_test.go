@@ -1,0 +1,314 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+	"github.com/etcdadm/etcdadm-immutable/test/testenv"
+)
+
+// TestRolloutUpDownKeepsWritesAndWatch: 3.5 → 3.6 → 3.7 → 3.6 → 3.5 on
+// three loopback members, each step by the switchers alone, with a writer
+// and a watch opened before the first step running throughout.
+func TestRolloutUpDownKeepsWritesAndWatch(t *testing.T) {
+	all := testenv.EtcdVersions()
+	st := newCluster(t, 3, all[0])
+	hosts := foundAt(t, st, all[0], all...)
+	cli := clientFor(t, hosts[0], hosts...)
+	w := startWriter(cli)
+	wa := startWatch(t, cli)
+	for _, to := range []string{all[1], all[2], all[1], all[0]} {
+		start := time.Now()
+		if _, err := rollout.Declare(ctxT(t), st, etcdversion.MustParse(to), false, time.Now()); err != nil {
+			t.Fatalf("declare %s: %v", to, err)
+		}
+		for i, err := range runSwitchers(t, hosts) {
+			if err != nil {
+				t.Fatalf("%s: switcher: %v", hosts[i].Name, err)
+			}
+		}
+		assertVersions(t, cli, hosts, to)
+		rec, _, _ := rollout.Load(ctxT(t), st)
+		if rec.State != rollout.Done || len(rec.Backups) == 0 {
+			t.Fatalf("rollout to %s: record %+v", to, rec)
+		}
+		t.Logf("rolled to %s in %v (%d writes so far)", to, time.Since(start).Round(time.Millisecond), w.count())
+	}
+	w.finish(t, cli)
+	wa.check(t, w.ackedKeys())
+}
+
+// TestRolloutFailedMemberRollsBack: a release whose etcd does not start
+// (pushed to the store, fetched and sha256-checked by the switcher) is
+// rolled back on the first member; the rollout stops with the member, the
+// version and the reason; the cluster stays healthy and writable; abort
+// ends the rollout.
+func TestRolloutFailedMemberRollsBack(t *testing.T) {
+	v := testenv.EtcdVersions()[1]
+	st := newCluster(t, 3, v)
+	hosts := foundAt(t, st, v)
+	cli := clientFor(t, hosts[0], hosts...)
+	w := startWriter(cli)
+	broken := etcdversion.MustParse(v)
+	broken.Patch = 99
+	pushBroken(t, st, broken)
+	if _, err := rollout.Declare(ctxT(t), st, broken, false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	errs := runSwitchers(t, hosts)
+	for i, err := range errs {
+		if !errors.Is(err, rollout.ErrStopped) {
+			t.Fatalf("%s: switcher ended with %v, want the rollout stopped", hosts[i].Name, err)
+		}
+	}
+	rec, _, err := rollout.Load(ctxT(t), st)
+	if err != nil || rec.State != rollout.Failed || rec.Failed == nil {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if rec.Failed.Member != "etcd-a" && rec.Failed.Member != "etcd-b" || rec.Failed.Version != broken.String() || rec.Failed.Reason == "" {
+		t.Fatalf("failure %+v: want a non-leader member, version %s and a reason", rec.Failed, broken)
+	}
+	assertVersions(t, cli, hosts, v)
+	if _, err := rollout.RequestAbort(ctxT(t), st, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range runSwitchers(t, hosts) {
+		if err != nil {
+			t.Fatalf("%s: after abort: %v", hosts[i].Name, err)
+		}
+	}
+	rec, _, _ = rollout.Load(ctxT(t), st)
+	if rec.State != rollout.Done || rec.Target != v || rec.AbortOf != broken.String() {
+		t.Fatalf("after abort: %+v", rec)
+	}
+	w.finish(t, cli)
+}
+
+// TestUpgradeRefusalsChangeNothing: every refused plan leaves the store
+// byte for byte as it was, and says what to do.
+func TestUpgradeRefusalsChangeNothing(t *testing.T) {
+	all := testenv.EtcdVersions()
+	dir := t.TempDir()
+	st, err := filestore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clusterspec.Seed(ctxT(t), st, clusterspec.Cluster{Spec: etcdmanager.ClusterSpec{MemberCount: 3, EtcdVersion: all[2]}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pki.Init(ctxT(t), st, pki.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	foundAt(t, st, all[2], all...)
+	for _, tc := range []struct{ args, want []string }{
+		{[]string{"upgrade", "--to", all[0]}, []string{"one minor at a time"}},
+		{[]string{"upgrade", "--to", "3.8.0"}, []string{"use 3.5.x, 3.6.x or 3.7.x"}},
+		{[]string{"upgrade", "--to", "3.7.99"}, []string{"not available", "release push 3.7.99"}},
+		{[]string{"spec", "set", "--version", all[0]}, []string{"one minor at a time"}},
+		{[]string{"upgrade", "--to", "latest"}, []string{"not a version"}},
+		{[]string{"upgrade", "--abort"}, []string{"no rollout to abort"}},
+	} {
+		before := hashDir(t, dir)
+		r := runBin(t, nil, "etcdadm", append(tc.args, "--store", "file://"+dir)...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2 (refused):\n%s%s", tc.args, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range append(tc.want, "Nothing was changed") {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%v: stderr does not say %q:\n%s", tc.args, w, r.stderr)
+			}
+		}
+		if after := hashDir(t, dir); after != before {
+			t.Errorf("%v: the store changed", tc.args)
+		}
+	}
+	// A running rollout refuses another target until aborted.
+	if _, err := rollout.Declare(ctxT(t), st, etcdversion.MustParse(all[1]), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := hashDir(t, dir)
+	r := runBin(t, nil, "etcdadm", "upgrade", "--to", all[2], "--store", "file://"+dir)
+	if r.code != 2 || !strings.Contains(r.stderr, "--abort") || hashDir(t, dir) != before {
+		t.Errorf("second target while running: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func foundAt(t *testing.T, st store.Store, version string, extra ...string) []*host {
+	t.Helper()
+	hosts := []*host{newHost(t, st, "etcd-a", version), newHost(t, st, "etcd-b", version), newHost(t, st, "etcd-c", version)}
+	var wg sync.WaitGroup
+	errs := make([]error, len(hosts))
+	for i, h := range hosts {
+		h.AddVersions(t, extra...)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = h.join(t) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s: %v", hosts[i].Name, err)
+		}
+	}
+	return hosts
+}
+
+// runSwitchers runs every host's version switcher at once, as their
+// timers would, and returns each run's error.
+func runSwitchers(t *testing.T, hosts []*host) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := rollout.Config{Member: h.Cfg, Timeout: 4 * time.Minute, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
+			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: h.Deps()})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func assertVersions(t *testing.T, cli *clientv3.Client, hosts []*host, want string) {
+	t.Helper()
+	for _, h := range hosts {
+		s, err := cli.Status(ctxT(t), h.ClientURL())
+		if err != nil || s.Version != want {
+			t.Fatalf("%s: runs %v (err %v), want %s", h.Name, s, err, want)
+		}
+	}
+	cv, err := rollout.ClusterVersion(ctxT(t), tlsOf(t, hosts[0]), hosts[0].ClientURL())
+	if err != nil || cv != etcdversion.MustParse(want).MinorString()+".0" {
+		t.Fatalf("cluster version %q (%v), want %s.0", cv, err, etcdversion.MustParse(want).MinorString())
+	}
+}
+
+// pushBroken pushes a release whose etcd reports the version but exits
+// at once, as a bad build would.
+func pushBroken(t *testing.T, st store.Store, v etcdversion.Version) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range etcdbin.Programs() {
+		script := fmt.Sprintf("#!/bin/sh\ncase \"$1\" in --version|version) echo \"%s version: %s\"; echo \"etcd Version: %s\"; exit 0;; esac\necho 'bad build' >&2\nexit 1\n", p, v, v)
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := (etcdbin.Releases{Store: st}).Push(ctxT(t), v, dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watch is one watch on the writer's keys, opened before the rollout.
+type watch struct {
+	mu     sync.Mutex
+	keys   map[string]bool
+	revs   []int64
+	errs   []error
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startWatch(t *testing.T, cli *clientv3.Client) *watch {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	wa := &watch{keys: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	ch := cli.Watch(ctx, "/writer/", clientv3.WithPrefix())
+	go func() {
+		defer close(wa.done)
+		for resp := range ch {
+			wa.mu.Lock()
+			if err := resp.Err(); err != nil {
+				wa.errs = append(wa.errs, err)
+			}
+			for _, ev := range resp.Events {
+				wa.keys[string(ev.Kv.Key)] = true
+				wa.revs = append(wa.revs, ev.Kv.ModRevision)
+			}
+			wa.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-wa.done })
+	return wa
+}
+
+// check: every acknowledged write arrived, in revision order, once, and
+// the watch never failed (no compaction, no cancel).
+func (wa *watch) check(t *testing.T, acked []string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		wa.mu.Lock()
+		missing := 0
+		for _, k := range acked {
+			if !wa.keys[k] {
+				missing++
+			}
+		}
+		revs, errs := wa.revs, wa.errs
+		wa.mu.Unlock()
+		if missing == 0 || time.Now().After(deadline) {
+			if missing > 0 || len(errs) > 0 {
+				t.Fatalf("watch: %d of %d acknowledged writes never arrived; errors %v", missing, len(acked), errs)
+			}
+			for i := 1; i < len(revs); i++ {
+				if revs[i] <= revs[i-1] {
+					t.Fatalf("watch: revision %d after %d", revs[i], revs[i-1])
+				}
+			}
+			t.Logf("watch: %d events in order, none missing, no error", len(revs))
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func hashDir(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		fmt.Fprintf(h, "%s %x\n", p, sha256.Sum256(b))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+func tlsOf(t *testing.T, h *host) *tls.Config {
+	t.Helper()
+	dir := h.PKIDir()
+	c, err := transport.TLSInfo{CertFile: filepath.Join(dir, "client.crt"), KeyFile: filepath.Join(dir, "client.key"), TrustedCAFile: filepath.Join(dir, "ca.crt")}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
