@@ -45,7 +45,11 @@ func newCluster(t testing.TB, members int) *cluster {
 // units the config enables besides the default ones, and further
 // settings for etcdadm.env.
 type clusterOptions struct {
-	members   int
+	members int
+	// version the cluster is seeded and rendered with (default
+	// e2eVersion); versions are baked besides it.
+	version   string
+	versions  []string
 	dnsSuffix string
 	enable    []string
 	env       map[string]string
@@ -54,10 +58,14 @@ type clusterOptions struct {
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	t.Helper()
 	members, dnsSuffix := o.members, o.dnsSuffix
+	version := o.version
+	if version == "" {
+		version = e2eVersion
+	}
 	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: binaries(t)}
 	c.startStore(t)
 	for _, args := range [][]string{
-		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", e2eVersion, "--cluster-name", "e2e", "--dns-suffix", dnsSuffix},
+		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", version, "--cluster-name", "e2e", "--dns-suffix", dnsSuffix},
 		{"pki", "init", "--store", c.storeURL},
 	} {
 		if out, err := c.adm(t, args...); err != nil {
@@ -67,7 +75,7 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	creds := filepath.Join(t.TempDir(), "credentials")
 	os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600)
 	_, ign, err := ignition.Render(ignition.Options{
-		Variant: ignition.Flatcar, Store: c.storeURL, EtcdVersion: e2eVersion,
+		Variant: ignition.Flatcar, Store: c.storeURL, EtcdVersion: version,
 		S3CredentialsFile: creds, Binaries: ignition.BinariesBaked, LogLevel: "debug",
 		EnableUnits: o.enable, Env: o.env,
 	})
@@ -75,9 +83,11 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 		t.Fatal(err)
 	}
 	c.ign = ign
-	c.binds = []harness.Bind{
-		{Source: c.bin, Target: "/opt/etcdadm/bin", ReadOnly: true},
-		{Source: filepath.Dir(testenv.EtcdBin(t, e2eVersion, "etcd")), Target: "/opt/etcd/v" + e2eVersion, ReadOnly: true},
+	c.binds = []harness.Bind{{Source: c.bin, Target: "/opt/etcdadm/bin", ReadOnly: true}}
+	for _, v := range append([]string{version}, o.versions...) {
+		if v != version || len(c.binds) == 1 {
+			c.binds = append(c.binds, harness.Bind{Source: filepath.Dir(testenv.EtcdBin(t, v, "etcd")), Target: "/opt/etcd/v" + v, ReadOnly: true})
+		}
 	}
 	return c
 }
@@ -126,6 +136,7 @@ func (c *cluster) boot(t testing.TB, name string, extra ...string) *harness.Host
 
 type memberStatus struct {
 	Name     string   `json:"name"`
+	Version  string   `json:"version"`
 	Healthy  bool     `json:"healthy"`
 	Learner  bool     `json:"learner"`
 	Leader   bool     `json:"leader"`

@@ -30,6 +30,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv("E2E_HELPER") == "load" {
+		if err := runLoadHelper(); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

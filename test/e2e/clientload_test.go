@@ -1,0 +1,209 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// loadReport is what the client-load helper found: every write etcd
+// acknowledged is readable with its value, and the watch opened before
+// the first write delivered every one of them, in revision order, once.
+type loadReport struct {
+	Acked       int      `json:"acked"`
+	FailedTries int      `json:"failedTries"`
+	Lost        int      `json:"lost"`
+	WatchEvents int      `json:"watchEvents"`
+	WatchMissed int      `json:"watchMissed"`
+	WatchErrors []string `json:"watchErrors"`
+	OutOfOrder  int      `json:"outOfOrder"`
+	LongestFail string   `json:"longestStall"`
+}
+
+// clientLoad runs the helper in the switch namespace (where the hosts are
+// reachable) with a client certificate issued from the store.
+type clientLoad struct {
+	cmd    *exec.Cmd
+	out    strings.Builder
+	mu     sync.Mutex
+	waited chan struct{}
+}
+
+func startClientLoad(t *testing.T, c *cluster, endpoints []string) *clientLoad {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := c.adm(t, "pki", "issue-client", "e2e-load", "--store", c.storeURL, "--out-dir", dir); err != nil {
+		t.Fatalf("issue-client: %v\n%s", err, out)
+	}
+	cl := &clientLoad{waited: make(chan struct{})}
+	cl.cmd = c.n.Command(context.Background(), os.Args[0], "-test.run=^$")
+	cl.cmd.Env = []string{"E2E_HELPER=load", "E2E_ENDPOINTS=" + strings.Join(endpoints, ","),
+		"E2E_CERT=" + filepath.Join(dir, "e2e-load.crt"), "E2E_KEY=" + filepath.Join(dir, "e2e-load.key"), "E2E_CACERT=" + filepath.Join(dir, "ca.crt")}
+	cl.cmd.Stdout = &lockedWriter{mu: &cl.mu, b: &cl.out}
+	cl.cmd.Stderr = os.Stderr
+	if err := cl.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cl.cmd.Wait(); close(cl.waited) }()
+	t.Cleanup(func() { cl.cmd.Process.Kill(); <-cl.waited })
+	return cl
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// finish stops the load and returns the helper's verdict.
+func (cl *clientLoad) finish(t *testing.T) loadReport {
+	t.Helper()
+	cl.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-cl.waited:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("client load helper did not finish")
+	}
+	cl.mu.Lock()
+	out := cl.out.String()
+	cl.mu.Unlock()
+	var r loadReport
+	if err := json.Unmarshal([]byte(lastLine(out)), &r); err != nil {
+		t.Fatalf("client load helper: %v\n%s", err, out)
+	}
+	return r
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// runLoadHelper is the helper's body (E2E_HELPER=load): write until
+// SIGTERM, watching from before the first write, then check.
+func runLoadHelper() error {
+	tc, err := transport.TLSInfo{CertFile: os.Getenv("E2E_CERT"), KeyFile: os.Getenv("E2E_KEY"), TrustedCAFile: os.Getenv("E2E_CACERT")}.ClientConfig()
+	if err != nil {
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(os.Getenv("E2E_ENDPOINTS"), ","), TLS: tc, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	defer wcancel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var r loadReport
+	var lastRev int64
+	wch := cli.Watch(wctx, "/load/", clientv3.WithPrefix())
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		for resp := range wch {
+			mu.Lock()
+			if err := resp.Err(); err != nil {
+				r.WatchErrors = append(r.WatchErrors, err.Error())
+			}
+			for _, ev := range resp.Events {
+				seen[string(ev.Kv.Key)]++
+				r.WatchEvents++
+				if ev.Kv.ModRevision <= lastRev {
+					r.OutOfOrder++
+				}
+				lastRev = ev.Kv.ModRevision
+			}
+			mu.Unlock()
+		}
+	}()
+	var acked []string
+	var longest, failingSince time.Duration
+	start := time.Now()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			goto check
+		default:
+		}
+		k := fmt.Sprintf("/load/%07d", i)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := cli.Put(ctx, k, "v"+k)
+		cancel()
+		if err != nil {
+			r.FailedTries++
+			if failingSince == 0 {
+				failingSince = time.Since(start)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if failingSince != 0 {
+			longest = max(longest, time.Since(start)-failingSince)
+			failingSince = 0
+		}
+		acked = append(acked, k)
+		time.Sleep(20 * time.Millisecond)
+	}
+check:
+	r.Acked = len(acked)
+	r.LongestFail = longest.Round(time.Millisecond).String()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gr, err := cli.Get(ctx, "/load/", clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	have := map[string]string{}
+	for _, kv := range gr.Kvs {
+		have[string(kv.Key)] = string(kv.Value)
+	}
+	for _, k := range acked {
+		if have[k] != "v"+k {
+			r.Lost++
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		mu.Lock()
+		missed := 0
+		for _, k := range acked {
+			if seen[k] != 1 {
+				missed++
+			}
+		}
+		r.WatchMissed = missed
+		mu.Unlock()
+		if missed == 0 {
+			break
+		}
+	}
+	wcancel()
+	<-watchDone
+	b, _ := json.Marshal(r)
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(w, string(b))
+	return w.Flush()
+}
