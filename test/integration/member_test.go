@@ -276,20 +276,7 @@ func TestJoinBadInputsChangeNothing(t *testing.T) {
 
 func foundThree(t *testing.T, st store.Store) []*host {
 	t.Helper()
-	hosts := []*host{newHost(t, st, "etcd-a", joinVersion), newHost(t, st, "etcd-b", joinVersion), newHost(t, st, "etcd-c", joinVersion)}
-	var wg sync.WaitGroup
-	errs := make([]error, len(hosts))
-	for i, h := range hosts {
-		wg.Add(1)
-		go func() { defer wg.Done(); _, errs[i] = h.join(t) }()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("%s: %v", hosts[i].Name, err)
-		}
-	}
-	return hosts
+	return foundAt(t, st, joinVersion)
 }
 
 func emptyStore(t *testing.T) store.Store {
