@@ -282,7 +282,7 @@ func gate(cs ClusterState, me string) string {
 	}
 	n := len(cs.Members)
 	if n > 1 && healthy-1 < n/2+1 {
-		return fmt.Sprintf("restarting %s would leave %d of %d members, fewer than a quorum", me, healthy-1, n)
+		return fmt.Sprintf("restarting %s would leave %d of %d members, fewer than a quorum (a 2-member cluster cannot roll without downtime: grow it to 3 with 'etcdadm spec set --members 3' first)", me, healthy-1, n)
 	}
 	return ""
 }
