@@ -157,7 +157,7 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 	}
 	switch rec.State {
 	case Done:
-		w.status(fmt.Sprintf("etcd %s: no rollout", target))
+		w.status(fmt.Sprintf("rollout %s done: this member runs etcd %s", pathString(rec.Path), target))
 		w.out.Idle = true
 		return false, nil
 	case Failed:

@@ -53,6 +53,8 @@ type clusterOptions struct {
 	dnsSuffix string
 	enable    []string
 	env       map[string]string
+	// binds are further directories bound into every host.
+	binds []harness.Bind
 }
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
@@ -89,6 +91,7 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 			c.binds = append(c.binds, harness.Bind{Source: filepath.Dir(testenv.EtcdBin(t, v, "etcd")), Target: "/opt/etcd/v" + v, ReadOnly: true})
 		}
 	}
+	c.binds = append(c.binds, o.binds...)
 	return c
 }
 
@@ -131,7 +134,12 @@ func (c *cluster) adm(t testing.TB, args ...string) (string, error) {
 
 func (c *cluster) boot(t testing.TB, name string, extra ...string) *harness.Host {
 	t.Helper()
-	return c.n.Boot(t, name, harness.HostOptions{Ignition: c.ign, Binds: c.binds, Devices: c.devices, NspawnArgs: extra})
+	return c.n.Boot(t, name, c.hostOptions(extra...))
+}
+
+// hostOptions are what every master boots with (and powers on again with).
+func (c *cluster) hostOptions(extra ...string) harness.HostOptions {
+	return harness.HostOptions{Ignition: c.ign, Binds: c.binds, Devices: c.devices, NspawnArgs: extra}
 }
 
 type memberStatus struct {

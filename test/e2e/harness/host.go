@@ -454,6 +454,38 @@ func (h *Host) Crash(t testing.TB) {
 	t.Logf("harness: host %q crashed", h.name)
 }
 
+// PowerOn boots a host that was powered off or crashed again, on the same
+// root (its disk) and address, with the same options it first booted
+// with: the port is plugged back in and systemd starts from scratch.
+func (h *Host) PowerOn(t testing.TB, opts HostOptions) {
+	t.Helper()
+	if h.Running() {
+		t.Fatalf("harness: PowerOn %s: still running", h.name)
+	}
+	if err := removeCgroups(h.cgroups); err != nil {
+		t.Fatalf("harness: PowerOn %s: %v", h.name, err)
+	}
+	if err := run("ip", "-n", h.net.ns, "link", "set", h.veth, "up"); err != nil {
+		t.Fatalf("harness: PowerOn %s: %v", h.name, err)
+	}
+	h.mu.Lock()
+	h.exited, h.pid1 = make(chan struct{}), 0
+	h.mu.Unlock()
+	timeout := opts.BootTimeout
+	if timeout <= 0 {
+		timeout = defaultBootTimeout
+	}
+	start := time.Now()
+	if err := h.start(opts); err != nil {
+		t.Fatalf("harness: PowerOn %s: %v", h.name, err)
+	}
+	state, err := h.waitBooted(start.Add(timeout))
+	if err != nil {
+		t.Fatalf("harness: PowerOn %s: %v\nconsole (%s):\n%s", h.name, err, h.console, tail(h.console, 40))
+	}
+	t.Logf("harness: host %q powered on again: %s after %s", h.name, state, time.Since(start).Round(time.Millisecond))
+}
+
 func (h *Host) stop() error { return h.halt(true) }
 
 func (h *Host) halt(clean bool) error {
