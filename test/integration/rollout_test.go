@@ -21,6 +21,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -34,7 +35,17 @@ import (
 func TestRolloutUpDownKeepsWritesAndWatch(t *testing.T) {
 	all := testenv.EtcdVersions()
 	st := newCluster(t, 3, all[0])
-	hosts := foundAt(t, st, all[0], all...)
+	hosts := newHosts(t, st, all[0], all...)
+	// An operator's tuning in its 3.5 spelling: 3.7 refuses every
+	// ETCD_EXPERIMENTAL_* setting, so the switcher must translate it.
+	for _, h := range hosts {
+		f := filepath.Join(h.Cfg.Root, member.SettingsFile)
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		if err := os.WriteFile(f, []byte("ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES=6000\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joinAll(t, hosts)
 	cli := clientFor(t, hosts[0], hosts...)
 	w := startWriter(cli)
 	wa := startWatch(t, cli)
@@ -54,6 +65,22 @@ func TestRolloutUpDownKeepsWritesAndWatch(t *testing.T) {
 			t.Fatalf("rollout to %s: record %+v", to, rec)
 		}
 		t.Logf("rolled to %s in %v (%d writes so far)", to, time.Since(start).Round(time.Millisecond), w.count())
+		env, err := os.ReadFile(filepath.Join(hosts[0].Cfg.Root, "etc/etcd/etcd.env"))
+		// 3.5 knows the experimental name only, 3.7 the plain one only, 3.6
+		// both (the plain one is kept on the way down).
+		plain, old := "\nETCD_SNAPSHOT_CATCHUP_ENTRIES=6000\n", "\nETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES=6000\n"
+		var ok bool
+		switch minor := etcdversion.MustParse(to).Minor; {
+		case minor <= 5:
+			ok = strings.Contains(string(env), old) && !strings.Contains(string(env), plain)
+		case minor >= 7:
+			ok = strings.Contains(string(env), plain) && !strings.Contains(string(env), old)
+		default:
+			ok = strings.Contains(string(env), plain) != strings.Contains(string(env), old)
+		}
+		if err != nil || !ok || strings.Contains(string(env), "ETCD_SNAPSHOT_COUNT") {
+			t.Fatalf("etcd.env at %s does not hold the catch-up setting in that version's spelling, once (or kept the snapshot override):\n%s", to, env)
+		}
 	}
 	w.finish(t, cli)
 	wa.check(t, w.ackedKeys())
@@ -120,7 +147,16 @@ func TestUpgradeRefusalsChangeNothing(t *testing.T) {
 	if _, err := pki.Init(ctxT(t), st, pki.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	foundAt(t, st, all[2], all...)
+	hosts := foundAt(t, st, all[2], all...)
+	hostState := func() string {
+		var b strings.Builder
+		for _, h := range hosts {
+			for _, d := range []string{"opt/etcd", "etc/etcd"} {
+				b.WriteString(hashDir(t, filepath.Join(h.Cfg.Root, d)))
+			}
+		}
+		return b.String()
+	}
 	for _, tc := range []struct{ args, want []string }{
 		{[]string{"upgrade", "--to", all[0]}, []string{"one minor at a time"}},
 		{[]string{"upgrade", "--to", "3.8.0"}, []string{"use 3.5.x, 3.6.x or 3.7.x"}},
@@ -129,7 +165,7 @@ func TestUpgradeRefusalsChangeNothing(t *testing.T) {
 		{[]string{"upgrade", "--to", "latest"}, []string{"not a version"}},
 		{[]string{"upgrade", "--abort"}, []string{"no rollout to abort"}},
 	} {
-		before := hashDir(t, dir)
+		before, beforeHosts := hashDir(t, dir), hostState()
 		r := runBin(t, nil, "etcdadm", append(tc.args, "--store", "file://"+dir)...)
 		if r.code != 2 {
 			t.Errorf("%v: exit %d, want 2 (refused):\n%s%s", tc.args, r.code, r.stdout, r.stderr)
@@ -141,6 +177,9 @@ func TestUpgradeRefusalsChangeNothing(t *testing.T) {
 		}
 		if after := hashDir(t, dir); after != before {
 			t.Errorf("%v: the store changed", tc.args)
+		}
+		if hostState() != beforeHosts {
+			t.Errorf("%v: a host's binaries or settings changed", tc.args)
 		}
 	}
 	// A running rollout refuses another target until aborted.
@@ -156,11 +195,27 @@ func TestUpgradeRefusalsChangeNothing(t *testing.T) {
 
 func foundAt(t *testing.T, st store.Store, version string, extra ...string) []*host {
 	t.Helper()
+	hosts := newHosts(t, st, version, extra...)
+	joinAll(t, hosts)
+	return hosts
+}
+
+// newHosts prepares etcd-a, -b and -c at version, with extra versions baked.
+func newHosts(t *testing.T, st store.Store, version string, extra ...string) []*host {
+	t.Helper()
 	hosts := []*host{newHost(t, st, "etcd-a", version), newHost(t, st, "etcd-b", version), newHost(t, st, "etcd-c", version)}
+	for _, h := range hosts {
+		h.AddVersions(t, extra...)
+	}
+	return hosts
+}
+
+// joinAll runs every host's member join at once, as hosts booted together.
+func joinAll(t *testing.T, hosts []*host) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(hosts))
 	for i, h := range hosts {
-		h.AddVersions(t, extra...)
 		wg.Add(1)
 		go func() { defer wg.Done(); _, errs[i] = h.join(t) }()
 	}
@@ -170,7 +225,6 @@ func foundAt(t *testing.T, st store.Store, version string, extra ...string) []*h
 			t.Fatalf("%s: %v", hosts[i].Name, err)
 		}
 	}
-	return hosts
 }
 
 // runSwitchers runs every host's version switcher at once, as their
@@ -291,6 +345,11 @@ func hashDir(t *testing.T, dir string) string {
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(p)
+			fmt.Fprintf(h, "%s -> %s\n", p, target)
 			return err
 		}
 		b, err := os.ReadFile(p)
