@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
@@ -179,13 +177,11 @@ func logResult(log *slog.Logger, res member.Result) {
 }
 
 func lookupOwner(name string) (pki.Owner, error) {
-	u, err := user.Lookup(name)
+	owner, err := pki.ParseOwner(name)
 	if err != nil {
-		return pki.Owner{}, fmt.Errorf("user %q: %w (it comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", name, err)
+		return pki.Owner{}, fmt.Errorf("--etcd-user: %w (the user comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return pki.Owner{UID: uid, GID: gid}, nil
+	return owner, nil
 }
 
 // hostIPs are this host's global unicast addresses, IPv4 first: the

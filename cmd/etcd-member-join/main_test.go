@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,14 @@ func TestStoreFlag(t *testing.T) {
 		if err := runApp(t, args...); err == nil || !strings.Contains(err.Error(), `"store" not set`) {
 			t.Errorf("%q without a store: %v, want the missing --store named", args, err)
 		}
+	}
+}
+
+func TestEtcdUserUnknown(t *testing.T) {
+	setStoreEnv(t, "file://"+t.TempDir())
+	err := runApp(t, "--etcd-user", "no-such-user-here")
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), "no-such-user-here") {
+		t.Errorf("unknown --etcd-user: %v, want exit 2 naming the user", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -702,6 +703,19 @@ func TestPKIParseOwner(t *testing.T) {
 	}
 	if _, err := ParseOwner("no-such-user-here"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown user: %v", err)
+	}
+	// An account database that answers with ids that are not numbers (a
+	// broken NSS module) is an error, never uid or gid 0.
+	badUser := func(string) (*user.User, error) { return &user.User{Uid: "S-1-5-18", Gid: "1000"}, nil }
+	badGroup := func(string) (*user.Group, error) { return &user.Group{Gid: "wheel"}, nil }
+	for _, in := range []string{"etcd", "etcd:etcd", "1000:etcd"} {
+		if o, err := parseOwner(in, badUser, badGroup); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a number") {
+			t.Errorf("owner %q with a non-numeric id: %v %v, want ErrInvalid", in, o, err)
+		}
+	}
+	okUser := func(string) (*user.User, error) { return &user.User{Uid: "232", Gid: "none"}, nil }
+	if o, err := parseOwner("etcd", okUser, badGroup); err == nil {
+		t.Errorf("user with a non-numeric primary gid: %v, want an error", o)
 	}
 }
 
