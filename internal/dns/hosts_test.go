@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -164,5 +165,31 @@ func TestHostsFileReadOnlyDir(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "etcd-a.c.test") {
 		t.Fatalf("got\n%s", b)
+	}
+}
+
+// The in-place write waits for another writer's flock no longer than the
+// round's context, and leaves the file as it was.
+func TestHostsFileInPlaceLockBoundedByContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(path, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	h := &HostsFile{Path: path, InPlace: true}
+	if _, err := h.Sync(ctx, hosts("etcd-a.c.test", "10.0.0.1")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hosts file locked elsewhere: %v, want context.DeadlineExceeded", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1 localhost\n" {
+		t.Errorf("file changed without the lock:\n%s", b)
 	}
 }

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/filelock"
 )
 
 // Modes of what IssueMember and RenewDir write.
@@ -108,17 +110,18 @@ func ensureDir(dir string, owner Owner) error {
 
 // lockDir serializes the writers of dir (member join and the renewal
 // timer may run at once), so a certificate and its key are replaced
-// together. It also removes temp files an interrupted writer left.
-func lockDir(dir string) (unlock func(), err error) {
+// together; it waits no longer than ctx. It also removes temp files an
+// interrupted writer left.
+func lockDir(ctx context.Context, dir string) (unlock func(), err error) {
 	d, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+	if err := filelock.Lock(ctx, d); err != nil {
 		d.Close()
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
+		return nil, err
 	}
-	unlock = func() { syscall.Flock(int(d.Fd()), syscall.LOCK_UN); d.Close() }
+	unlock = func() { d.Close() } // closing the only descriptor releases the lock
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		unlock()
