@@ -719,15 +719,38 @@ func TestPKIParseOwner(t *testing.T) {
 	}
 }
 
-func TestPKIOwnership(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files away")
+// ownerToGive is an owner the test can give files to that differs from
+// what a new file gets: nobody (65534) as root; otherwise the test's own
+// uid and, when it has one, a supplementary group (chown(2) allows that
+// without privilege). Without a supplementary group only the uid and
+// primary group are left, and the checks below still run.
+func ownerToGive(t *testing.T) Owner {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return Owner{65534, 65534}
 	}
+	o := Owner{os.Geteuid(), os.Getegid()}
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if g != o.GID {
+			o.GID = g
+			break
+		}
+	}
+	t.Logf("not root: giving files to %d:%d", o.UID, o.GID)
+	return o
+}
+
+func TestPKIOwnership(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	ca := newCA(t, st)
 	dir := filepath.Join(t.TempDir(), "pki")
-	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a", Validity: time.Minute}, Owner{65534, 65534}); err != nil {
+	want := ownerToGive(t)
+	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a", Validity: time.Minute}, want); err != nil {
 		t.Fatal(err)
 	}
 	owned := func(name string) {
@@ -736,8 +759,8 @@ func TestPKIOwnership(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := fi.Sys().(*syscall.Stat_t); s.Uid != 65534 || s.Gid != 65534 {
-			t.Errorf("%s owned by %d:%d, want 65534:65534", name, s.Uid, s.Gid)
+		if s := fi.Sys().(*syscall.Stat_t); int(s.Uid) != want.UID || int(s.Gid) != want.GID {
+			t.Errorf("%s owned by %d:%d, want %d:%d", name, s.Uid, s.Gid, want.UID, want.GID)
 		}
 	}
 	for _, n := range []string{".", "ca.crt", "server.crt", "server.key", "client.key"} {
