@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,8 +37,46 @@ that loses quorum. Safe to re-run at any point. Exit codes: 0 done or standby,
 1 failed, 2 bad configuration.`
 
 func main() {
-	flags := []cli.Flag{
-		cliflags.Store(),
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "etcd-member-join:", err)
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			os.Exit(ec.ExitCode())
+		}
+		os.Exit(1)
+	}
+}
+
+// newApp is the command: the boot run as its action, reconcile as a
+// subcommand. Each gets its own copy of the flags: urfave/cli reads a
+// subcommand's flags from its own flag set, and checks the app's required
+// flags before it runs a subcommand, so the app's --store cannot be
+// Required ("reconcile --store URL" would fail); run checks it instead.
+func newApp() *cli.App {
+	appStore := cliflags.Store().(*cli.StringFlag)
+	appStore.Required = false
+	return &cli.App{
+		Name:        "etcd-member-join",
+		Usage:       "bring this host's etcd member into the cluster",
+		Description: description,
+		Flags:       memberFlags(appStore),
+		Action:      func(c *cli.Context) error { return run(c, false) },
+		Commands: []*cli.Command{{
+			Name:        "reconcile",
+			Usage:       "shrink the cluster to the spec's member count (timer; one host acts at a time)",
+			Description: "Removes surplus members one at a time after a backup: unhealthy first, then the highest names; moves leadership away before removing the leader; refuses anything that would lose quorum.",
+			Flags:       memberFlags(cliflags.Store()),
+			Action:      func(c *cli.Context) error { return run(c, true) },
+		}},
+		HideHelpCommand: true,
+	}
+}
+
+// memberFlags returns new flag values on every call: urfave/cli keeps
+// parse state in them, so two commands must not share one.
+func memberFlags(store cli.Flag) []cli.Flag {
+	return []cli.Flag{
+		store,
 		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
 		&cli.StringFlag{Name: "host", EnvVars: []string{"ETCDADM_HOST"}, Usage: "how peers reach this host: address or DNS name (default: NAME.<dnsSuffix>, else this host's first address)"},
 		&cli.StringFlag{Name: "listen-host", EnvVars: []string{"ETCDADM_LISTEN_HOST"}, Usage: "address etcd listens on (default: all)"},
@@ -54,32 +90,12 @@ func main() {
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
 		cliflags.LogLevel(),
 	}
-	app := &cli.App{
-		Name:        "etcd-member-join",
-		Usage:       "bring this host's etcd member into the cluster",
-		Description: description,
-		Flags:       flags,
-		Action:      func(c *cli.Context) error { return run(c, false) },
-		Commands: []*cli.Command{{
-			Name:        "reconcile",
-			Usage:       "shrink the cluster to the spec's member count (timer; one host acts at a time)",
-			Description: "Removes surplus members one at a time after a backup: unhealthy first, then the highest names; moves leadership away before removing the leader; refuses anything that would lose quorum.",
-			Flags:       flags,
-			Action:      func(c *cli.Context) error { return run(c, true) },
-		}},
-		HideHelpCommand: true,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-member-join:", err)
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(1)
-	}
 }
 
 func run(c *cli.Context, reconcile bool) error {
+	if c.String("store") == "" {
+		return cli.Exit(`Required flag "store" not set: pass --store URL or set ETCDADM_STORE`, 2)
+	}
 	log := cliflags.Logger(c).With("component", "member-join")
 	name := c.String("name")
 	if name == "" {
@@ -161,13 +177,11 @@ func logResult(log *slog.Logger, res member.Result) {
 }
 
 func lookupOwner(name string) (pki.Owner, error) {
-	u, err := user.Lookup(name)
+	owner, err := pki.ParseOwner(name)
 	if err != nil {
-		return pki.Owner{}, fmt.Errorf("user %q: %w (it comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", name, err)
+		return pki.Owner{}, fmt.Errorf("--etcd-user: %w (the user comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return pki.Owner{UID: uid, GID: gid}, nil
+	return owner, nil
 }
 
 // hostIPs are this host's global unicast addresses, IPv4 first: the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -28,7 +29,9 @@ func backupCommand() *cli.Command {
 says what the upload proved: "sha256" for our backups (etcd's embedded snapshot
 hash matched while streaming, and the sha256 of the upload is recorded; run
 'backup verify' to check the stored bytes), "no record" for backups written by
-etcd-manager (run 'backup verify' to check them).`,
+etcd-manager (run 'backup verify' to check them). A backup whose meta file or
+integrity record does not parse is listed as UNREADABLE with the reason;
+'latest' names the newest readable backup.`,
 				Flags:  []cli.Flag{cliflags.Store(), outputFlag()},
 				Action: backupList,
 			},
@@ -68,6 +71,8 @@ type listRow struct {
 	MinRevision int64  `json:"minRevision,omitempty"`
 	Verified    string `json:"verified"`
 	Members     int32  `json:"memberCount,omitempty"`
+	// Error: the backup is unreadable, and why.
+	Error string `json:"error,omitempty"`
 }
 
 func backupList(c *cli.Context) error {
@@ -84,6 +89,11 @@ func backupList(c *cli.Context) error {
 	for _, b := range list {
 		r := listRow{Name: b.Name, Time: b.Time.Format(time.RFC3339), AgeSeconds: int64(now.Sub(b.Time).Seconds()),
 			SizeBytes: b.DataSize, EtcdVersion: b.Meta.EtcdVersion, Verified: "no record"}
+		if b.Err != nil {
+			r.Verified, r.Error = "UNREADABLE", b.Err.Error()
+			rows = append(rows, r)
+			continue
+		}
 		if b.Meta.ClusterSpec != nil {
 			r.Members = b.Meta.ClusterSpec.MemberCount
 		}
@@ -112,7 +122,12 @@ func backupList(c *cli.Context) error {
 		if r.MinRevision > 0 {
 			rev = fmt.Sprintf(">=%d", r.MinRevision)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, humanAge(time.Duration(r.AgeSeconds)*time.Second), humanBytes(r.SizeBytes), r.EtcdVersion, rev, r.Verified)
+		etcd, verified := r.EtcdVersion, r.Verified
+		if r.Error != "" {
+			etcd = "?"
+			verified += ": " + strings.TrimPrefix(r.Error, "backup "+r.Name+": ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, humanAge(time.Duration(r.AgeSeconds)*time.Second), humanBytes(r.SizeBytes), etcd, rev, verified)
 	}
 	return tw.Flush()
 }

@@ -157,7 +157,7 @@ func pkiIssueClient(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	issued, err := ca.IssueClientFiles(dir, name, c.Duration("validity"), owner)
+	issued, err := ca.IssueClientFiles(c.Context, dir, name, c.Duration("validity"), owner)
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,9 @@ func statusAction(c *cli.Context) error {
 	if len(r.Alarms) > 0 {
 		fmt.Fprintf(w, "\nALARMS: %s\n", strings.Join(r.Alarms, "; "))
 	}
+	if r.AlarmsError != "" {
+		fmt.Fprintf(w, "\nalarms: UNKNOWN: %s\n", r.AlarmsError)
+	}
 	if len(r.Certificates) > 0 {
 		fmt.Fprintln(w)
 		printCerts(w, r.Certificates)
@@ -106,7 +109,9 @@ func statusAction(c *cli.Context) error {
 		printUnits(w, unitStates)
 	}
 	if st != nil {
-		if r.LastBackup == "" {
+		if r.LastBackupError != "" {
+			fmt.Fprintf(w, "\nlast backup: UNKNOWN: %s\n", r.LastBackupError)
+		} else if r.LastBackup == "" {
 			fmt.Fprintln(w, "\nlast backup: none")
 		} else {
 			fmt.Fprintf(w, "\nlast backup: %s (%s ago)\n", r.LastBackup, humanAge(r.BackupAge))

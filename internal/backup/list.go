@@ -19,6 +19,10 @@ type Backup struct {
 	Meta      etcdmanager.BackupInfo
 	DataSize  int64
 	Integrity *Integrity // nil for backups written by etcd-manager
+	// Err says why the backup is unreadable: its meta file or integrity
+	// record does not parse (wraps ErrCorrupt). Meta is then empty. List
+	// shows such a backup; Get never returns one.
+	Err error
 }
 
 // Names returns the names of everything in the store that is named like a
@@ -39,7 +43,10 @@ func Names(ctx context.Context, st store.Store) ([]string, error) {
 }
 
 // List returns the complete backups, oldest first: those whose meta file
-// exists. It reads each meta file and integrity record, 8 at a time.
+// exists. It reads each meta file and integrity record, 8 at a time. A
+// backup whose files do not parse is listed with Err set, so one bad
+// backup hides none of the others; a store that cannot be read fails the
+// whole list.
 func List(ctx context.Context, st store.Store) ([]Backup, error) {
 	names, err := Names(ctx, st)
 	if err != nil {
@@ -74,7 +81,9 @@ func List(ctx context.Context, st store.Store) ([]Backup, error) {
 	return list, nil
 }
 
-// Get returns one complete backup; "latest" names the newest.
+// Get returns one complete, readable backup; "latest" names the newest
+// readable one, passing over newer ones that are unreadable. An
+// unreadable backup asked for by name is an error wrapping ErrCorrupt.
 func Get(ctx context.Context, st store.Store, name string) (Backup, error) {
 	if name == "latest" {
 		list, err := List(ctx, st)
@@ -84,7 +93,12 @@ func Get(ctx context.Context, st store.Store, name string) (Backup, error) {
 		if len(list) == 0 {
 			return Backup{}, ErrNoBackups
 		}
-		return list[len(list)-1], nil
+		for i := len(list) - 1; i >= 0; i-- {
+			if list[i].Err == nil {
+				return list[i], nil
+			}
+		}
+		return Backup{}, fmt.Errorf("backup latest: none of the %d backups is readable; the newest: %w", len(list), list[len(list)-1].Err)
 	}
 	if _, _, ok := etcdmanager.ParseBackupName(name); !ok {
 		return Backup{}, fmt.Errorf("backup %q: %w", name, ErrUnknownBackup)
@@ -92,6 +106,9 @@ func Get(ctx context.Context, st store.Store, name string) (Backup, error) {
 	b, err := load(ctx, st, name)
 	if err != nil {
 		return Backup{}, err
+	}
+	if b.Err != nil {
+		return Backup{}, b.Err
 	}
 	return *b, nil
 }
@@ -105,11 +122,10 @@ func load(ctx context.Context, st store.Store, name string) (*Backup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backup %s: %w", name, err)
 	}
-	meta, err := etcdmanager.ParseMeta(mb)
-	if err != nil {
-		return nil, fmt.Errorf("backup %s: %w: %w", name, ErrCorrupt, err)
+	b := &Backup{Name: name, Time: t, DataSize: -1}
+	if b.Meta, err = etcdmanager.ParseMeta(mb); err != nil {
+		b.Err = fmt.Errorf("backup %s: %w: %w", name, ErrCorrupt, err)
 	}
-	b := &Backup{Name: name, Time: t, Meta: meta, DataSize: -1}
 	if di, err := st.Stat(ctx, name+"/"+etcdmanager.DataFile); err == nil {
 		b.DataSize = di.Size
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -123,7 +139,10 @@ func load(ctx context.Context, st store.Store, name string) (*Backup, error) {
 	default:
 		in, err := parseIntegrity(ib)
 		if err != nil {
-			return nil, fmt.Errorf("backup %s: %w: %w", name, ErrCorrupt, err)
+			if b.Err == nil {
+				b.Err = fmt.Errorf("backup %s: %w: %s: %w", name, ErrCorrupt, integrityKey(name), err)
+			}
+			break
 		}
 		b.Integrity = &in
 	}

@@ -4,6 +4,7 @@
 package cliflags
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -99,11 +100,10 @@ func splitList(s string) []string {
 }
 
 // Logger is the process logger: text to stderr (journald adds time and
-// unit), level from --log-level.
+// unit), level from --log-level (checked when the flags are parsed).
 func Logger(c *cli.Context) *slog.Logger {
-	lvl := slog.LevelInfo
-	_ = lvl.UnmarshalText([]byte(c.String("log-level")))
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
+	lvl, lvlErr := ParseLogLevel(c.String("log-level"))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{
 		Level: lvl,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey && len(groups) == 0 && os.Getenv("JOURNAL_STREAM") != "" {
@@ -112,11 +112,35 @@ func Logger(c *cli.Context) *slog.Logger {
 			return a
 		},
 	}))
+	if lvlErr != nil { // only a command that skipped LogLevel's check gets here
+		log.Warn("logging at info", "err", lvlErr)
+	}
+	return log
 }
 
-// LogLevel is the --log-level flag.
+// ParseLogLevel reads a --log-level value: debug, info, warn or error
+// (any case, with slog's offsets such as debug-4); "" is info.
+func ParseLogLevel(s string) (slog.Level, error) {
+	lvl := slog.LevelInfo
+	if s == "" {
+		return lvl, nil
+	}
+	if err := lvl.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return lvl, nil
+}
+
+// LogLevel is the --log-level flag. An unknown level fails the command
+// before it runs.
 func LogLevel() cli.Flag {
-	return &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: []string{"ETCDADM_LOG_LEVEL"}, Usage: "debug, info, warn or error"}
+	return &cli.StringFlag{
+		Name: "log-level", Value: "info", EnvVars: []string{"ETCDADM_LOG_LEVEL"}, Usage: "debug, info, warn or error",
+		Action: func(_ *cli.Context, s string) error {
+			_, err := ParseLogLevel(s)
+			return err
+		},
+	}
 }
 
 // Retention returns the retention flags (etcd-manager's policy).

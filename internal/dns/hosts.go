@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/filelock"
 )
 
 // The managed block's markers. Nothing outside them is ever changed.
@@ -40,7 +41,7 @@ func (h *HostsFile) Name() string { return "hosts " + h.Path }
 
 // Sync implements Provider: the block lists every host that has addresses.
 // It reports whether the file changed; an unchanged file is not rewritten.
-func (h *HostsFile) Sync(_ context.Context, hosts []Host) (bool, error) {
+func (h *HostsFile) Sync(ctx context.Context, hosts []Host) (bool, error) {
 	old, err := os.ReadFile(h.Path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("%w: %s: %w", ErrProvider, h.Path, err)
@@ -52,7 +53,7 @@ func (h *HostsFile) Sync(_ context.Context, hosts []Host) (bool, error) {
 	if bytes.Equal(old, next) {
 		return false, nil
 	}
-	if err := h.write(next); err != nil {
+	if err := h.write(ctx, next); err != nil {
 		return false, fmt.Errorf("%w: %s: %w", ErrProvider, h.Path, err)
 	}
 	return true, nil
@@ -122,7 +123,7 @@ func indexLine(s, line string) int {
 	return -1
 }
 
-func (h *HostsFile) write(b []byte) error {
+func (h *HostsFile) write(ctx context.Context, b []byte) error {
 	mode, uid, gid := fs.FileMode(0o644), -1, -1
 	if fi, err := os.Stat(h.Path); err == nil {
 		mode = fi.Mode().Perm()
@@ -136,7 +137,7 @@ func (h *HostsFile) write(b []byte) error {
 			return err
 		}
 	}
-	return writeInPlace(h.Path, b, mode)
+	return writeInPlace(ctx, h.Path, b, mode)
 }
 
 // dirNotWritable: the rename route is closed (read-only /etc, or a
@@ -147,15 +148,16 @@ func dirNotWritable(err error) bool {
 }
 
 // writeInPlace rewrites path under an exclusive flock (other registrars
-// and well-behaved editors take it too).
-func writeInPlace(path string, b []byte, mode fs.FileMode) error {
+// and well-behaved editors take it too), waiting for it no longer than
+// ctx.
+func writeInPlace(ctx context.Context, path string, b []byte, mode fs.FileMode) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, mode)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("lock: %w", err)
+	if err := filelock.Lock(ctx, f); err != nil {
+		return err
 	}
 	if _, err := f.WriteAt(b, 0); err != nil {
 		return err

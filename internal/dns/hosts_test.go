@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -144,25 +145,78 @@ func TestHostsFileSync(t *testing.T) {
 
 // A read-only directory (the unit's ReadWritePaths=/etc/hosts case) falls
 // back to the in-place write.
+// Under the unit only the hosts file is writable, not /etc: the atomic
+// rename fails and the in-place write takes over. Without root the
+// directory is made read-only; root ignores directory modes, so there the
+// file is bind-mounted onto itself, as ReadWritePaths=/etc/hosts does,
+// and a rename onto it fails with EBUSY.
 func TestHostsFileReadOnlyDir(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "hosts")
-	os.WriteFile(path, []byte("127.0.0.1 localhost\n"), 0o644)
-	if os.Getuid() == 0 {
-		// root ignores directory modes; a rename onto a bind-mounted file
-		// would be the real case. Exercise the fallback's detection instead.
-		if !dirNotWritable(syscall.EBUSY) || !dirNotWritable(syscall.EROFS) {
-			t.Fatal("EBUSY/EROFS must fall back to the in-place write")
-		}
-		return
+	if err := os.WriteFile(path, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	os.Chmod(dir, 0o555)
-	t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	if os.Geteuid() == 0 {
+		if err := syscall.Mount(path, path, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatalf("bind-mount %s onto itself (root without CAP_SYS_ADMIN?): %v", path, err)
+		}
+		t.Cleanup(func() {
+			if err := syscall.Unmount(path, syscall.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", path, err)
+			}
+		})
+	} else {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(dir, 0o755) })
+	}
+	ino := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+	before := ino()
 	h := &HostsFile{Path: path}
 	if _, err := h.Sync(context.Background(), hosts("etcd-a.c.test", "10.0.0.1")); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "etcd-a.c.test") {
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "etcd-a.c.test") || !strings.HasPrefix(string(b), "127.0.0.1 localhost\n") {
 		t.Fatalf("got\n%s", b)
+	}
+	if after := ino(); after != before {
+		t.Errorf("inode %d became %d: the file was replaced, not rewritten in place", before, after)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".*")); len(m) != 0 {
+		t.Errorf("temp files left: %v", m)
+	}
+}
+
+// The in-place write waits for another writer's flock no longer than the
+// round's context, and leaves the file as it was.
+func TestHostsFileInPlaceLockBoundedByContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(path, []byte("127.0.0.1 localhost\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	h := &HostsFile{Path: path, InPlace: true}
+	if _, err := h.Sync(ctx, hosts("etcd-a.c.test", "10.0.0.1")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hosts file locked elsewhere: %v, want context.DeadlineExceeded", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "127.0.0.1 localhost\n" {
+		t.Errorf("file changed without the lock:\n%s", b)
 	}
 }

@@ -221,7 +221,7 @@ func (j *joiner) setupTLS(ctx context.Context) error {
 			ips = append(ips, ip)
 		}
 	}
-	if err := ca.IssueMember(j.cfg.PKIDir, pki.MemberRequest{Name: j.cfg.Name, DNSNames: dns, IPs: ips}, j.cfg.Owner); err != nil {
+	if err := ca.IssueMember(ctx, j.cfg.PKIDir, pki.MemberRequest{Name: j.cfg.Name, DNSNames: dns, IPs: ips}, j.cfg.Owner); err != nil {
 		return fmt.Errorf("member join: certificates: %w", err)
 	}
 	info := transport.TLSInfo{

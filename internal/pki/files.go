@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/filelock"
 )
 
 // Modes of what IssueMember and RenewDir write.
@@ -29,6 +31,10 @@ type Owner struct{ UID, GID int }
 // ParseOwner reads USER[:GROUP] as names or numbers; "" is {-1, -1}. A
 // user without a group gets the user's primary group.
 func ParseOwner(s string) (Owner, error) {
+	return parseOwner(s, user.Lookup, user.LookupGroup)
+}
+
+func parseOwner(s string, lookupUser func(string) (*user.User, error), lookupGroup func(string) (*user.Group, error)) (Owner, error) {
 	none := Owner{-1, -1}
 	if s == "" {
 		return none, nil
@@ -38,24 +44,31 @@ func ParseOwner(s string) (Owner, error) {
 	if uid, err := strconv.Atoi(u); err == nil {
 		o.UID = uid
 	} else {
-		usr, err := user.Lookup(u)
+		usr, err := lookupUser(u)
 		if err != nil {
 			return none, fmt.Errorf("%w: owner %q: %w (create the user, e.g. with sysusers.d, or give uid:gid)", ErrInvalid, s, err)
 		}
-		o.UID, _ = strconv.Atoi(usr.Uid)
+		// A failed parse must not become 0: files would go to root.
+		if o.UID, err = strconv.Atoi(usr.Uid); err != nil {
+			return none, fmt.Errorf("%w: owner %q: user %s has uid %q, not a number: %w", ErrInvalid, s, u, usr.Uid, err)
+		}
 		if !hasGroup {
-			o.GID, _ = strconv.Atoi(usr.Gid)
+			if o.GID, err = strconv.Atoi(usr.Gid); err != nil {
+				return none, fmt.Errorf("%w: owner %q: user %s has gid %q, not a number: %w", ErrInvalid, s, u, usr.Gid, err)
+			}
 		}
 	}
 	if hasGroup {
 		if gid, err := strconv.Atoi(g); err == nil {
 			o.GID = gid
 		} else {
-			grp, err := user.LookupGroup(g)
+			grp, err := lookupGroup(g)
 			if err != nil {
 				return none, fmt.Errorf("%w: owner %q: %w", ErrInvalid, s, err)
 			}
-			o.GID, _ = strconv.Atoi(grp.Gid)
+			if o.GID, err = strconv.Atoi(grp.Gid); err != nil {
+				return none, fmt.Errorf("%w: owner %q: group %s has gid %q, not a number: %w", ErrInvalid, s, g, grp.Gid, err)
+			}
 		}
 	}
 	if o.UID < -1 || o.GID < -1 {
@@ -97,17 +110,18 @@ func ensureDir(dir string, owner Owner) error {
 
 // lockDir serializes the writers of dir (member join and the renewal
 // timer may run at once), so a certificate and its key are replaced
-// together. It also removes temp files an interrupted writer left.
-func lockDir(dir string) (unlock func(), err error) {
+// together; it waits no longer than ctx. It also removes temp files an
+// interrupted writer left.
+func lockDir(ctx context.Context, dir string) (unlock func(), err error) {
 	d, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX); err != nil {
+	if err := filelock.Lock(ctx, d); err != nil {
 		d.Close()
-		return nil, fmt.Errorf("lock %s: %w", dir, err)
+		return nil, err
 	}
-	unlock = func() { syscall.Flock(int(d.Fd()), syscall.LOCK_UN); d.Close() }
+	unlock = func() { d.Close() } // closing the only descriptor releases the lock
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		unlock()

@@ -2,6 +2,7 @@ package pki
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -147,16 +148,16 @@ func normIPs(ips []net.IP) []net.IP {
 // atomically. Certificates that are already right (this CA signed them,
 // same names and usages, more than a third of their lifetime left) are
 // kept, so re-running a join changes nothing.
-func (ca *CA) IssueMember(dir string, req MemberRequest, owner Owner) error {
-	_, err := ca.issueMember(dir, req, owner, time.Now())
+func (ca *CA) IssueMember(ctx context.Context, dir string, req MemberRequest, owner Owner) error {
+	_, err := ca.issueMember(ctx, dir, req, owner, time.Now())
 	return err
 }
 
-func (ca *CA) issueMember(dir string, req MemberRequest, owner Owner, now time.Time) ([]string, error) {
+func (ca *CA) issueMember(ctx context.Context, dir string, req MemberRequest, owner Owner, now time.Time) ([]string, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
-	return ca.writeLeaves(dir, req.leaves(), owner, now)
+	return ca.writeLeaves(ctx, dir, req.leaves(), owner, now)
 }
 
 // IssueClient signs a client certificate with CN name and a new key, for
@@ -191,7 +192,7 @@ var fileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // IssueClientFiles writes NAME.crt, NAME.key and ca.crt into dir, like
 // IssueMember: atomically, keeping a certificate that is still right.
 // issued is false when it was kept.
-func (ca *CA) IssueClientFiles(dir, name string, validity time.Duration, owner Owner) (issued bool, err error) {
+func (ca *CA) IssueClientFiles(ctx context.Context, dir, name string, validity time.Duration, owner Owner) (issued bool, err error) {
 	if !fileName.MatchString(name) {
 		return false, fmt.Errorf("pki: %w: client name %q: it names the files, so use letters, digits, '.', '_' and '-'", ErrInvalid, name)
 	}
@@ -203,7 +204,7 @@ func (ca *CA) IssueClientFiles(dir, name string, validity time.Duration, owner O
 	if err != nil {
 		return false, fmt.Errorf("pki: %w", err)
 	}
-	out, err := ca.writeLeaves(dir, []leaf{l}, owner, time.Now())
+	out, err := ca.writeLeaves(ctx, dir, []leaf{l}, owner, time.Now())
 	return len(out) > 0, err
 }
 
@@ -216,14 +217,14 @@ func (ca *CA) usable(now time.Time) error {
 
 // writeLeaves brings ca.crt and each leaf in dir up to date, and returns
 // the certificate files it (re)issued.
-func (ca *CA) writeLeaves(dir string, leaves []leaf, owner Owner, now time.Time) (issued []string, err error) {
+func (ca *CA) writeLeaves(ctx context.Context, dir string, leaves []leaf, owner Owner, now time.Time) (issued []string, err error) {
 	if err := ca.usable(now); err != nil {
 		return nil, err
 	}
 	if err := ensureDir(dir, owner); err != nil {
 		return nil, fmt.Errorf("pki: directory %s: %w", dir, err)
 	}
-	unlock, err := lockDir(dir)
+	unlock, err := lockDir(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}

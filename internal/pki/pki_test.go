@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -262,7 +263,7 @@ func TestPKIIssueMember(t *testing.T) {
 		DNSNames: []string{"etcd-a.cluster.example", "ETCD-A.internal"},
 		IPs:      []net.IP{net.ParseIP("10.0.0.5"), net.ParseIP("fd00::5"), net.ParseIP("127.0.0.1")},
 	}
-	if err := ca.IssueMember(dir, req, Owner{-1, -1}); err != nil {
+	if err := ca.IssueMember(t.Context(), dir, req, Owner{-1, -1}); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dir); err != nil {
@@ -324,7 +325,7 @@ func TestPKIIssueMember(t *testing.T) {
 			t.Errorf("%s pair: %v", base, err)
 		}
 	}
-	if err := ca.IssueMember(dir, MemberRequest{Name: "etcd_a"}, Owner{-1, -1}); !errors.Is(err, ErrInvalid) {
+	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd_a"}, Owner{-1, -1}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("bad member name: %v", err)
 	}
 }
@@ -334,7 +335,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 	dir := t.TempDir()
 	req := MemberRequest{Name: "etcd-b", IPs: []net.IP{net.ParseIP("10.0.0.6")}, Validity: 90 * 24 * time.Hour}
 	now := time.Now()
-	if _, err := ca.issueMember(dir, req, Owner{-1, -1}, now); err != nil {
+	if _, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, now); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, dir)
@@ -350,7 +351,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 		{"more than a third left", now.Add(55 * 24 * time.Hour), req, nil},
 		{"a third left", day61, req, []string{"client.crt", "client.key", "peer.crt", "peer.key", "server.crt", "server.key"}},
 	} {
-		issued, err := ca.issueMember(dir, step.req, Owner{-1, -1}, step.at)
+		issued, err := ca.issueMember(t.Context(), dir, step.req, Owner{-1, -1}, step.at)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -363,7 +364,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 
 	// A new address changes the peer and server SANs, not the client's.
 	req.IPs = append(req.IPs, net.ParseIP("10.0.0.7"))
-	if _, err := ca.issueMember(dir, req, Owner{-1, -1}, day61); err != nil {
+	if _, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, day61); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot(t, dir)
@@ -377,7 +378,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "server.key"), []byte(before["peer.key"]), 0o600)
 	os.Chmod(filepath.Join(dir, "client.key"), 0o644)
 	os.WriteFile(filepath.Join(dir, ".peer.key"+atomicfile.TempMark+"123"), []byte("half"), 0o600)
-	issued, err := ca.issueMember(dir, req, Owner{-1, -1}, day61)
+	issued, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, day61)
 	if err != nil || !slices.Equal(issued, []string{"server.crt"}) {
 		t.Fatalf("repair: issued %v %v", issued, err)
 	}
@@ -414,7 +415,7 @@ func TestPKIIssueClient(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	issued, err := ca.IssueClientFiles(dir, "operator", 24*time.Hour, Owner{-1, -1})
+	issued, err := ca.IssueClientFiles(t.Context(), dir, "operator", 24*time.Hour, Owner{-1, -1})
 	if err != nil || !issued {
 		t.Fatalf("IssueClientFiles: %v %v", issued, err)
 	}
@@ -425,11 +426,11 @@ func TestPKIIssueClient(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(dir, "operator.key")); fi.Mode().Perm() != 0o600 {
 		t.Errorf("key mode %v", fi.Mode().Perm())
 	}
-	if issued, err := ca.IssueClientFiles(dir, "operator", 24*time.Hour, Owner{-1, -1}); err != nil || issued || len(changed(before, snapshot(t, dir))) != 0 {
+	if issued, err := ca.IssueClientFiles(t.Context(), dir, "operator", 24*time.Hour, Owner{-1, -1}); err != nil || issued || len(changed(before, snapshot(t, dir))) != 0 {
 		t.Fatalf("second IssueClientFiles: issued=%v %v", issued, err)
 	}
 	for _, bad := range []string{"server", "ca", "../x", ".hidden", ""} {
-		if _, err := ca.IssueClientFiles(dir, bad, 0, Owner{-1, -1}); !errors.Is(err, ErrInvalid) {
+		if _, err := ca.IssueClientFiles(t.Context(), dir, bad, 0, Owner{-1, -1}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("client name %q: %v", bad, err)
 		}
 	}
@@ -441,10 +442,10 @@ func TestPKIRenewDir(t *testing.T) {
 	ca := newCA(t, st)
 	dir := t.TempDir()
 	now := time.Now()
-	if _, err := ca.issueMember(dir, MemberRequest{Name: "etcd-c"}, Owner{-1, -1}, now); err != nil {
+	if _, err := ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-c"}, Owner{-1, -1}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.writeLeaves(dir, []leaf{mustClientLeaf(t, "apiserver", 2*time.Hour)}, Owner{-1, -1}, now); err != nil {
+	if _, err := ca.writeLeaves(t.Context(), dir, []leaf{mustClientLeaf(t, "apiserver", 2*time.Hour)}, Owner{-1, -1}, now); err != nil {
 		t.Fatal(err)
 	}
 	// Not ours: a certificate of another CA, short-lived, with its key.
@@ -536,7 +537,7 @@ func TestPKIBundleTwoCAs(t *testing.T) {
 	st := newStore(t)
 	oldCA := newCA(t, st)
 	dir := t.TempDir()
-	if err := oldCA.IssueMember(dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}); err != nil {
+	if err := oldCA.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}); err != nil {
 		t.Fatal(err)
 	}
 	oldServer := readCert(t, filepath.Join(dir, "server.crt"))
@@ -579,7 +580,7 @@ func TestPKIBundleTwoCAs(t *testing.T) {
 	}
 	store.PutBytes(ctx, st, CAKeyKey, keyPEM, store.PutOptions{})
 
-	issued, err := ca.issueMember(dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, time.Now())
+	issued, err := ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, time.Now())
 	if err != nil || len(issued) != 3 {
 		t.Fatalf("join after the rollover: issued %v %v", issued, err)
 	}
@@ -644,17 +645,17 @@ func TestPKICALimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := ca.IssueMember(dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}); err != nil {
+	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}); err != nil {
 		t.Fatal(err)
 	}
 	if c := readCert(t, filepath.Join(dir, "peer.crt")); !c.NotAfter.Equal(ca.Cert.NotAfter) {
 		t.Errorf("member certificate valid until %s, beyond the CA's %s", c.NotAfter, ca.Cert.NotAfter)
 	}
-	_, err = ca.issueMember(t.TempDir(), MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, now.Add(49*time.Hour))
+	_, err = ca.issueMember(t.Context(), t.TempDir(), MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, now.Add(49*time.Hour))
 	if !errors.Is(err, ErrCAExpired) {
 		t.Fatalf("issue with an expired CA: %v", err)
 	}
-	if _, err := ca.Renew(dir, Owner{-1, -1}, now.Add(49*time.Hour)); !errors.Is(err, ErrCAExpired) {
+	if _, err := ca.Renew(t.Context(), dir, Owner{-1, -1}, now.Add(49*time.Hour)); !errors.Is(err, ErrCAExpired) {
 		t.Fatalf("renew with an expired CA: %v", err)
 	}
 }
@@ -662,7 +663,7 @@ func TestPKICALimits(t *testing.T) {
 func TestPKIExpiryAndInspect(t *testing.T) {
 	ca := newCA(t, newStore(t))
 	dir := t.TempDir()
-	if err := ca.IssueMember(dir, MemberRequest{Name: "etcd-a", Validity: 30 * 24 * time.Hour}, Owner{-1, -1}); err != nil {
+	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a", Validity: 30 * 24 * time.Hour}, Owner{-1, -1}); err != nil {
 		t.Fatal(err)
 	}
 	exp, err := Expiry(dir)
@@ -703,17 +704,53 @@ func TestPKIParseOwner(t *testing.T) {
 	if _, err := ParseOwner("no-such-user-here"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("unknown user: %v", err)
 	}
+	// An account database that answers with ids that are not numbers (a
+	// broken NSS module) is an error, never uid or gid 0.
+	badUser := func(string) (*user.User, error) { return &user.User{Uid: "S-1-5-18", Gid: "1000"}, nil }
+	badGroup := func(string) (*user.Group, error) { return &user.Group{Gid: "wheel"}, nil }
+	for _, in := range []string{"etcd", "etcd:etcd", "1000:etcd"} {
+		if o, err := parseOwner(in, badUser, badGroup); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a number") {
+			t.Errorf("owner %q with a non-numeric id: %v %v, want ErrInvalid", in, o, err)
+		}
+	}
+	okUser := func(string) (*user.User, error) { return &user.User{Uid: "232", Gid: "none"}, nil }
+	if o, err := parseOwner("etcd", okUser, badGroup); err == nil {
+		t.Errorf("user with a non-numeric primary gid: %v, want an error", o)
+	}
+}
+
+// ownerToGive is an owner the test can give files to that differs from
+// what a new file gets: nobody (65534) as root; otherwise the test's own
+// uid and, when it has one, a supplementary group (chown(2) allows that
+// without privilege). Without a supplementary group only the uid and
+// primary group are left, and the checks below still run.
+func ownerToGive(t *testing.T) Owner {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return Owner{65534, 65534}
+	}
+	o := Owner{os.Geteuid(), os.Getegid()}
+	groups, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if g != o.GID {
+			o.GID = g
+			break
+		}
+	}
+	t.Logf("not root: giving files to %d:%d", o.UID, o.GID)
+	return o
 }
 
 func TestPKIOwnership(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files away")
-	}
 	ctx := context.Background()
 	st := newStore(t)
 	ca := newCA(t, st)
 	dir := filepath.Join(t.TempDir(), "pki")
-	if err := ca.IssueMember(dir, MemberRequest{Name: "etcd-a", Validity: time.Minute}, Owner{65534, 65534}); err != nil {
+	want := ownerToGive(t)
+	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a", Validity: time.Minute}, want); err != nil {
 		t.Fatal(err)
 	}
 	owned := func(name string) {
@@ -722,8 +759,8 @@ func TestPKIOwnership(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s := fi.Sys().(*syscall.Stat_t); s.Uid != 65534 || s.Gid != 65534 {
-			t.Errorf("%s owned by %d:%d, want 65534:65534", name, s.Uid, s.Gid)
+		if s := fi.Sys().(*syscall.Stat_t); int(s.Uid) != want.UID || int(s.Gid) != want.GID {
+			t.Errorf("%s owned by %d:%d, want %d:%d", name, s.Uid, s.Gid, want.UID, want.GID)
 		}
 	}
 	for _, n := range []string{".", "ca.crt", "server.crt", "server.key", "client.key"} {
@@ -745,7 +782,7 @@ func TestPKIConcurrentWriters(t *testing.T) {
 	ca := newCA(t, st)
 	dir := t.TempDir()
 	req := MemberRequest{Name: "etcd-a", Validity: time.Minute} // always due
-	if err := ca.IssueMember(dir, req, Owner{-1, -1}); err != nil {
+	if err := ca.IssueMember(t.Context(), dir, req, Owner{-1, -1}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -753,7 +790,7 @@ func TestPKIConcurrentWriters(t *testing.T) {
 	for i := range 10 {
 		wg.Go(func() {
 			if i%2 == 0 {
-				errs <- ca.IssueMember(dir, req, Owner{-1, -1})
+				errs <- ca.IssueMember(t.Context(), dir, req, Owner{-1, -1})
 			} else {
 				_, err := RenewDir(ctx, st, dir, Owner{-1, -1}, time.Now())
 				errs <- err
@@ -771,5 +808,47 @@ func TestPKIConcurrentWriters(t *testing.T) {
 		if _, err := readPair(dir, base); err != nil {
 			t.Errorf("%s after concurrent writers: %v", base, err)
 		}
+	}
+}
+
+// A writer waits for another writer's lock on the directory no longer
+// than its context, and leaves the directory as it was.
+func TestPKIDirLockBoundedByContext(t *testing.T) {
+	ca := newCA(t, newStore(t))
+	dir := filepath.Join(t.TempDir(), "pki")
+	if err := ca.IssueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, dir)
+	holder, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	for name, write := range map[string]func(context.Context) error{
+		"issue member": func(ctx context.Context) error {
+			return ca.IssueMember(ctx, dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1})
+		},
+		"issue client": func(ctx context.Context) error {
+			_, err := ca.IssueClientFiles(ctx, dir, "operator", time.Hour, Owner{-1, -1})
+			return err
+		},
+		"renew": func(ctx context.Context) error {
+			_, err := ca.Renew(ctx, dir, Owner{-1, -1}, time.Now().Add(300*24*time.Hour))
+			return err
+		},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		err := write(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s with the directory locked elsewhere: %v, want context.DeadlineExceeded", name, err)
+		}
+	}
+	if c := changed(before, snapshot(t, dir)); len(c) != 0 {
+		t.Errorf("files changed without the lock: %v", c)
 	}
 }

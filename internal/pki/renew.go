@@ -23,7 +23,7 @@ func RenewDir(ctx context.Context, st store.Store, dir string, owner Owner, now 
 	if err != nil {
 		return nil, err
 	}
-	return ca.Renew(dir, owner, now)
+	return ca.Renew(ctx, dir, owner, now)
 }
 
 // Renew renews every NAME.crt in dir (with NAME.key beside it) that a CA
@@ -33,14 +33,14 @@ func RenewDir(ctx context.Context, st store.Store, dir string, owner Owner, now 
 // kind, signed by the current CA. It also brings ca.crt up to date with
 // the bundle. It returns the files it wrote, "ca.crt" included when the
 // bundle changed. Certificates of other CAs are left alone.
-func (ca *CA) Renew(dir string, owner Owner, now time.Time) (renewed []string, err error) {
+func (ca *CA) Renew(ctx context.Context, dir string, owner Owner, now time.Time) (renewed []string, err error) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		if err == nil {
 			err = errors.New("not a directory")
 		}
 		return nil, fmt.Errorf("pki: renew %s: %w", dir, err)
 	}
-	unlock, err := lockDir(dir)
+	unlock, err := lockDir(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("pki: renew: %w", err)
 	}

@@ -5,6 +5,7 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -47,6 +48,12 @@ type Report struct {
 	Spec         *etcdmanager.ClusterSpec
 	// EtcdError: etcd did not answer; the rest of the report still holds.
 	EtcdError string `json:"etcdError,omitempty"`
+	// AlarmsError: the alarms could not be listed; Alarms is then
+	// unknown, not empty.
+	AlarmsError string `json:"alarmsError,omitempty"`
+	// LastBackupError: the store could not tell whether a backup is
+	// complete; LastBackup is then unknown, not absent.
+	LastBackupError string `json:"lastBackupError,omitempty"`
 }
 
 // Cluster is the part of *clientv3.Client status needs.
@@ -114,7 +121,9 @@ func Collect(ctx context.Context, cli Cluster, st store.Store, now time.Time) (R
 	var err error
 	if r.ClusterID, r.Members, err = Members(ectx, cli); err != nil {
 		r.EtcdError = err.Error()
-	} else if al, err := cli.AlarmList(ectx); err == nil {
+	} else if al, err := cli.AlarmList(ectx); err != nil {
+		r.AlarmsError = fmt.Sprintf("status: alarm list: %v", err)
+	} else {
 		for _, a := range al.Alarms {
 			r.Alarms = append(r.Alarms, fmt.Sprintf("%s on member %x", a.Alarm, a.MemberID))
 		}
@@ -125,11 +134,19 @@ func Collect(ctx context.Context, cli Cluster, st store.Store, now time.Time) (R
 			return r, err
 		}
 		for i := len(names) - 1; i >= 0 && r.LastBackup == ""; i-- { // newest complete one
-			if _, err := st.Stat(ctx, names[i]+"/"+etcdmanager.MetaFile); err == nil {
-				r.LastBackup = names[i]
-				t, _, _ := etcdmanager.ParseBackupName(names[i])
-				r.BackupAge = now.Sub(t)
+			_, err := st.Stat(ctx, names[i]+"/"+etcdmanager.MetaFile)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // incomplete
 			}
+			if err != nil {
+				// Whether this one is complete is unknown, so which is
+				// the last backup is too.
+				r.LastBackupError = fmt.Sprintf("status: backup %s: %v", names[i], err)
+				break
+			}
+			r.LastBackup = names[i]
+			t, _, _ := etcdmanager.ParseBackupName(names[i])
+			r.BackupAge = now.Sub(t)
 		}
 	}
 	return r, nil

@@ -30,14 +30,20 @@ var FenceUnits = []string{
 // MustFence tells whether a failed renewal (err) means this host must
 // stop using its volume: the claim was taken over (ErrLost), or the store
 // could not be reached and the lease runs out before the next renewal
-// (RenewEvery) could save it. The claim's expiry comes from ClaimFile.
+// (RenewEvery) could save it. The claim's expiry comes from ClaimFile;
+// when that is missing or does not parse, nothing shows the lease is
+// still live, so the host fences rather than risk sharing the volume
+// with a new holder.
 func MustFence(cfg Config, err error, now time.Time) (bool, string) {
+	if cfg.Provider != ProviderPool {
+		return false, "" // no lease: nothing can take the volume over
+	}
 	if errors.Is(err, ErrLost) {
 		return true, "the claim was taken over by another host"
 	}
 	c, rerr := readClaimFile(cfg.path(ClaimFile))
 	if rerr != nil {
-		return false, ""
+		return true, fmt.Sprintf("the lease could not be renewed and its expiry is unknown (%v)", rerr)
 	}
 	if left := c.Expires.Sub(now); left < RenewEvery(cfg.Lease) {
 		return true, fmt.Sprintf("the lease on %s runs out at %s (in %s) and could not be renewed", c.Volume, c.Expires.Format(time.RFC3339), left.Round(time.Second))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,10 +17,27 @@ import (
 
 func TestMustFence(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	cfg := Config{Root: t.TempDir(), Lease: 30 * time.Second}
+	cfg := Config{Root: t.TempDir(), Provider: ProviderPool, Lease: 30 * time.Second}
 	storeDown := fmt.Errorf("renew etcd-b: %w: %w", ErrStore, store.ErrUnreachable)
-	if fence, _ := MustFence(cfg, storeDown, now); fence {
-		t.Error("no claim file: fenced on a store error")
+	claimFile := filepath.Join(cfg.Root, ClaimFile)
+	// Without a readable claim file nothing shows the lease is live.
+	if fence, why := MustFence(cfg, storeDown, now); !fence || !strings.Contains(why, "expiry is unknown") {
+		t.Errorf("no claim file, store down: fence %v (%s), want fenced", fence, why)
+	}
+	if err := os.MkdirAll(filepath.Dir(claimFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(claimFile, []byte(`{"volume": "etcd-b", "expi`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fence, why := MustFence(cfg, storeDown, now); !fence || !strings.Contains(why, ClaimFile) {
+		t.Errorf("corrupt claim file, store down: fence %v (%s), want fenced, naming the file", fence, why)
+	}
+	// A local volume has no lease to lose.
+	local := cfg
+	local.Provider = ProviderLocal
+	if fence, why := MustFence(local, storeDown, now); fence {
+		t.Errorf("local provider fenced: %s", why)
 	}
 	if fence, why := MustFence(cfg, fmt.Errorf("renew etcd-b: %w", ErrLost), now); !fence {
 		t.Error("claim lost: not fenced")
@@ -30,7 +48,7 @@ func TestMustFence(t *testing.T) {
 		left  time.Duration
 		fence bool
 	}{{25 * time.Second, false}, {11 * time.Second, false}, {9 * time.Second, true}, {-time.Second, true}} {
-		if err := writeClaimFile(filepath.Join(cfg.Root, ClaimFile), Claim{Volume: "etcd-b", Expires: now.Add(tc.left)}); err != nil {
+		if err := writeClaimFile(claimFile, Claim{Volume: "etcd-b", Expires: now.Add(tc.left)}); err != nil {
 			t.Fatal(err)
 		}
 		if fence, why := MustFence(cfg, storeDown, now); fence != tc.fence {

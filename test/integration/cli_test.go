@@ -59,10 +59,18 @@ func TestEtcdadmBackupCommands(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(occupied, "member", "precious")); err != nil || string(b) != "x" {
 		t.Fatal("restore touched an occupied data dir")
 	}
+	// A newer backup whose meta file does not parse is listed as
+	// unreadable and passed over by 'latest'.
+	bad := "2099-01-01T00:00:00Z-000001"
+	os.MkdirAll(filepath.Join(dir, bad), 0o755)
+	os.WriteFile(filepath.Join(dir, bad, etcdmanager.MetaFile), []byte("{truncated"), 0o644)
+	if r := etcdadm("backup", "list", "--store", url); r.code != 0 || !strings.Contains(r.stdout, name) || !strings.Contains(r.stdout, bad) || !strings.Contains(r.stdout, "UNREADABLE") {
+		t.Fatalf("list with an unreadable backup: %+v", r)
+	}
 	fresh := filepath.Join(t.TempDir(), "data")
 	r = etcdadm("restore-local", "latest", "--store", url, "--data-dir", fresh, "--name", "a", "--initial-cluster", "a=https://127.0.0.1:2380")
-	if r.code != 0 || !strings.Contains(r.stdout, "keys") {
-		t.Fatalf("restore-local: %+v", r)
+	if r.code != 0 || !strings.Contains(r.stdout, "keys") || !strings.Contains(r.stdout, "restored backup "+name) {
+		t.Fatalf("restore-local latest (the newest readable backup %s): %+v", name, r)
 	}
 	if len(want.kv) == 0 {
 		t.Fatal("no data written")

@@ -59,7 +59,7 @@ func testPKIWithEtcd(t *testing.T, version string) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "pki")
-	if err := ca.IssueMember(dir, pki.MemberRequest{Name: "m0", Validity: shortValidity}, pki.Owner{UID: -1, GID: -1}); err != nil {
+	if err := ca.IssueMember(ctx, dir, pki.MemberRequest{Name: "m0", Validity: shortValidity}, pki.Owner{UID: -1, GID: -1}); err != nil {
 		t.Fatal(err)
 	}
 	files := memberPKI(dir)
@@ -326,7 +326,7 @@ func TestPKICommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	mdir := filepath.Join(t.TempDir(), "pki")
-	if err := ca.IssueMember(mdir, pki.MemberRequest{Name: "m0", Validity: shortValidity}, pki.Owner{UID: -1, GID: -1}); err != nil {
+	if err := ca.IssueMember(ctxT(t), mdir, pki.MemberRequest{Name: "m0", Validity: shortValidity}, pki.Owner{UID: -1, GID: -1}); err != nil {
 		t.Fatal(err)
 	}
 	other := testenv.NewPKI(t)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/filelock"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -121,7 +122,7 @@ func (s *Store) Get(_ context.Context, key string) (io.ReadCloser, store.Info, e
 	return f, info(key, fi), nil
 }
 
-func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOptions) (_ store.Info, err error) {
+func (s *Store) Put(ctx context.Context, key string, r io.Reader, opts store.PutOptions) (_ store.Info, err error) {
 	p, err := s.path(key)
 	if err != nil {
 		return store.Info{}, err
@@ -159,7 +160,7 @@ func (s *Store) Put(_ context.Context, key string, r io.Reader, opts store.PutOp
 			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
 		}
 	case opts.IfMatch != "":
-		unlock, err := s.lock()
+		unlock, err := s.lock(ctx)
 		if err != nil {
 			return store.Info{}, fmt.Errorf("filestore: put %s: %w", key, err)
 		}
@@ -240,17 +241,18 @@ func (s *Store) removeEmptyDirs(dir string) {
 }
 
 // lock serializes compare-and-swap writes across processes and hosts
-// sharing the directory (flock works on local filesystems and NFSv4).
-func (s *Store) lock() (func(), error) {
+// sharing the directory (flock works on local filesystems and NFSv4). It
+// waits no longer than ctx: a hung NFS client may hold it for minutes.
+func (s *Store) lock(ctx context.Context) (func(), error) {
 	f, err := os.OpenFile(filepath.Join(s.Root, lockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := filelock.Lock(ctx, f); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return func() { f.Close() }, nil // closing the only descriptor releases the lock
 }
 
 func (s *Store) Delete(_ context.Context, key string) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,5 +89,40 @@ func TestReservedNames(t *testing.T) {
 	}
 	if _, err := store.PutBytes(ctx, s, "a/.lock", []byte("x"), store.PutOptions{}); err != nil {
 		t.Errorf("Put a/.lock: %v (only the top-level .lock is the store's)", err)
+	}
+}
+
+// A compare-and-swap write waits for the store's lock no longer than its
+// context: on NFS a hung client can hold the lock for minutes.
+func TestCompareAndSwapLockBoundedByContext(t *testing.T) {
+	root := t.TempDir()
+	s, err := filestore.New(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := store.PutBytes(t.Context(), s, "claim", []byte("old"), store.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.OpenFile(filepath.Join(root, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err = store.PutBytes(ctx, s, "claim", []byte("new"), store.PutOptions{IfMatch: info.ETag})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock held elsewhere: %v, want context.DeadlineExceeded", err)
+	}
+	if b, _, err := store.GetBytes(t.Context(), s, "claim", 100); err != nil || string(b) != "old" {
+		t.Errorf("after the failed write: %q %v, want \"old\"", b, err)
+	}
+	holder.Close() // releases the lock
+	if _, err := store.PutBytes(t.Context(), s, "claim", []byte("new"), store.PutOptions{IfMatch: info.ETag}); err != nil {
+		t.Errorf("lock released: %v", err)
 	}
 }
