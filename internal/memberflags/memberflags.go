@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +18,9 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 )
 
-// Flags are the member's identity and host settings.
+// Flags are the member's identity and host settings. They are new values
+// on every call: urfave/cli keeps parse state in them, so two commands
+// must not share one.
 func Flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
@@ -85,16 +85,11 @@ func Config(c *cli.Context) (member.Config, error) {
 
 // LookupOwner resolves the etcd user.
 func LookupOwner(name string) (pki.Owner, error) {
-	u, err := user.Lookup(name)
+	owner, err := pki.ParseOwner(name)
 	if err != nil {
-		return pki.Owner{}, fmt.Errorf("user %q: %w (it comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", name, err)
+		return pki.Owner{}, fmt.Errorf("--etcd-user: %w (the user comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", err)
 	}
-	uid, err1 := strconv.Atoi(u.Uid)
-	gid, err2 := strconv.Atoi(u.Gid)
-	if err1 != nil || err2 != nil {
-		return pki.Owner{}, fmt.Errorf("user %q: uid %q / gid %q are not numbers", name, u.Uid, u.Gid)
-	}
-	return pki.Owner{UID: uid, GID: gid}, nil
+	return owner, nil
 }
 
 // HostIPs are this host's global unicast addresses, IPv4 first: the
