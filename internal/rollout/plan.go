@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -90,16 +91,20 @@ func Declare(ctx context.Context, st store.Store, to etcdversion.Version, dryRun
 	if _, err := Save(ctx, st, NewRecord(p, now), etag, now); err != nil {
 		return d, err
 	}
-	if err := setSpecVersion(ctx, st, to); err != nil {
-		return d, err
+	if _, _, err := clusterspec.SetSpec(ctx, st, 0, to.String()); err != nil {
+		return d, fmt.Errorf("rollout: the plan is recorded but %s was not written (run the command again): %w", etcdmanager.ClusterSpecKey, err)
 	}
 	return d, nil
 }
 
 // setSpecVersion writes etcdVersion into etcd-manager's spec (etcd-manager
-// reads it as where the cluster is going).
+// reads it as where the cluster is going), for a switcher: another
+// switcher writing it at the same moment is not an error.
 func setSpecVersion(ctx context.Context, st store.Store, v etcdversion.Version) error {
 	_, _, err := clusterspec.SetSpec(ctx, st, 0, v.String())
+	if errors.Is(err, store.ErrPrecondition) {
+		return nil // another switcher wrote it meanwhile: the next look sees it
+	}
 	if err != nil {
 		return fmt.Errorf("rollout: %s: %w", etcdmanager.ClusterSpecKey, err)
 	}

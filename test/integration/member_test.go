@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -260,18 +261,41 @@ func TestJoinBadInputsChangeNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.setup(t)
 			h := newHost(t, st, "etcd-a", joinVersion)
+			// The host comes with its etcd binaries (/opt/etcd), as an image would.
+			before := hostTree(t, h.Cfg.Root)
 			_, err := h.join(t)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("join: %v, want %v", err, tc.want)
 			}
-			if entries, _ := os.ReadDir(h.Cfg.Root); len(entries) != 0 {
-				t.Fatalf("a refused join wrote to the host: %v", entries)
+			if after := hostTree(t, h.Cfg.Root); !slices.Equal(after, before) {
+				t.Fatalf("a refused join wrote to the host: %v, was %v", after, before)
 			}
 			if active, _ := h.Runner.Active(ctxT(t)); active {
 				t.Fatal("a refused join started etcd")
 			}
 		})
 	}
+}
+
+// hostTree lists every path under root, with link targets.
+func hostTree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			p += " -> " + target
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func foundThree(t *testing.T, st store.Store) []*host {
