@@ -71,7 +71,13 @@ func Declare(ctx context.Context, st store.Store, to etcdversion.Version, dryRun
 	}
 	if rec != nil && rec.Active() {
 		if rec.Target == to.String() && !rec.Abort {
-			p, _ := etcdversion.NewPlan(etcdversion.MustParse(rec.Path[0]), to, nil)
+			if from != to && !dryRun {
+				// The plan was recorded, the spec not (an interrupted run).
+				if _, _, err := clusterspec.SetSpec(ctx, st, 0, to.String()); err != nil {
+					return Declared{}, fmt.Errorf("rollout: %s: %w", etcdmanager.ClusterSpecKey, err)
+				}
+			}
+			p := etcdversion.Plan{From: etcdversion.MustParse(rec.Path[0]), To: to, Steps: rec.Steps}
 			return Declared{Plan: p, Unchanged: true}, nil
 		}
 		return Declared{}, fmt.Errorf("%w (%s, %s): wait for it to finish, or run 'etcdadm upgrade --abort' first", ErrRunning, pathString(rec.Path), rec.State)
