@@ -75,7 +75,7 @@ func newApp() *cli.App {
 func memberFlags(store cli.Flag) []cli.Flag {
 	return append(append([]cli.Flag{store}, memberflags.Flags()...),
 		&cli.DurationFlag{Name: "found-grace", Value: time.Minute, EnvVars: []string{"ETCDADM_FOUND_GRACE"}, Usage: "how long founders wait for every planned member before founding with a quorum"},
-		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_JOIN_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
 		cliflags.LogLevel(),
 	)
 }

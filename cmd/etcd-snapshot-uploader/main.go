@@ -57,9 +57,9 @@ func main() {
 			cliflags.Store(),
 			&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/etcd_backup.prom)"},
 			&cli.IntFlag{Name: "gzip-level", Value: backup.DefaultGzipLevel, EnvVars: []string{"ETCDADM_GZIP_LEVEL"}, Usage: "1 (fastest, the default) to 9 (smallest)"},
-			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "give up after this long"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_UPLOAD_TIMEOUT"}, Usage: "give up after this long"},
 			cliflags.LogLevel(),
-		}, cliflags.Etcd("https://127.0.0.1:2379")...), cliflags.Retention()...),
+		}, etcdclient.Flags("https://127.0.0.1:2379")...), cliflags.Retention()...),
 		Action:          run,
 		HideHelpCommand: true,
 	}
@@ -76,7 +76,7 @@ func main() {
 
 func run(c *cli.Context) error {
 	log := cliflags.Logger(c).With("component", "snapshot-uploader")
-	etcdCfg := cliflags.EtcdConfig(c)
+	etcdCfg := etcdclient.FromFlags(c)
 	cfg := uploader.Config{
 		Endpoint: etcdCfg.Endpoints[0],
 		Retention: backup.Policy{

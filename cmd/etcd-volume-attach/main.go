@@ -70,7 +70,7 @@ func main() {
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path (tests)"},
 		&cli.StringFlag{Name: "mounter", Value: "systemd", EnvVars: []string{"ETCDADM_MOUNTER"}, Usage: "systemd (a transient var-lib-etcd.mount over D-Bus) or plain (mount(2) in this process's namespace)"},
 		&cli.BoolFlag{Name: "wait", Value: true, EnvVars: []string{"ETCDADM_VOLUME_WAIT"}, Usage: "pool: when every volume is held, wait (up to --timeout) for the first lease to run out; --wait=false exits 4 at once"},
-		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_TIMEOUT"}, Usage: "give up after this long (store failures are retried until then)"},
+		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_VOLUME_TIMEOUT"}, Usage: "give up after this long (store failures are retried until then)"},
 		cliflags.LogLevel(),
 	}
 	app := &cli.App{

@@ -39,7 +39,7 @@ integrity record does not parse is listed as UNREADABLE with the reason;
 				Name:        "now",
 				Usage:       "take a backup now from the given member (leader or not)",
 				Description: "Streams a snapshot of the first --endpoints member into the store, exactly as the timer does, but from any member and without retention.",
-				Flags:       append([]cli.Flag{cliflags.Store()}, cliflags.Etcd("https://127.0.0.1:2379")...),
+				Flags:       append([]cli.Flag{cliflags.Store()}, etcdclient.Flags("https://127.0.0.1:2379")...),
 				Action:      backupNow,
 			},
 			{
@@ -138,7 +138,7 @@ func backupNow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ecfg := cliflags.EtcdConfig(c)
+	ecfg := etcdclient.FromFlags(c)
 	cli3, err := etcdclient.New(ecfg)
 	if err != nil {
 		return err

@@ -37,13 +37,13 @@ ETCDADM_STORE) it also shows the age of the last backup.`,
 		Flags: append([]cli.Flag{optionalStore(), outputFlag(),
 			&cli.BoolFlag{Name: "units", Value: true, Usage: "also show this host's etcd units and timers (over D-Bus; skipped where there is no system bus)"},
 			&cli.StringFlag{Name: "pki-dir", Value: "/etc/etcd/pki", Usage: "show the expiry of the certificates here (skipped when absent)"},
-		}, cliflags.Etcd("https://127.0.0.1:2379")...),
+		}, etcdclient.Flags("https://127.0.0.1:2379")...),
 		Action: statusAction,
 	}
 }
 
 func statusAction(c *cli.Context) error {
-	cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+	cli3, err := etcdclient.New(etcdclient.FromFlags(c))
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func firstLine(s string) string {
 }
 
 func memberCommand() *cli.Command {
-	flags := append([]cli.Flag{outputFlag()}, cliflags.Etcd("https://127.0.0.1:2379")...)
+	flags := append([]cli.Flag{outputFlag()}, etcdclient.Flags("https://127.0.0.1:2379")...)
 	return &cli.Command{
 		Name:  "member",
 		Usage: "list or remove etcd members",
@@ -174,7 +174,7 @@ func memberCommand() *cli.Command {
 				Usage: "list members with their role and health",
 				Flags: flags,
 				Action: func(c *cli.Context) error {
-					cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+					cli3, err := etcdclient.New(etcdclient.FromFlags(c))
 					if err != nil {
 						return err
 					}
@@ -203,7 +203,7 @@ memberCount with 'etcdadm spec set' instead, or the host will join again.`,
 					if c.NArg() != 1 {
 						return cli.Exit("usage: etcdadm member remove NAME|ID", 2)
 					}
-					cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+					cli3, err := etcdclient.New(etcdclient.FromFlags(c))
 					if err != nil {
 						return err
 					}

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -107,7 +107,7 @@ func listOrNone(s []string) string {
 
 // clusterVersionOf reads etcd's /version with the status command's TLS.
 func clusterVersionOf(c *cli.Context, clientURL string) (string, error) {
-	ec := cliflags.EtcdConfig(c)
+	ec := etcdclient.FromFlags(c)
 	var tc *tls.Config
 	if ec.CACert != "" {
 		var err error

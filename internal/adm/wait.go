@@ -19,10 +19,10 @@ func waitHealthyCommand() *cli.Command {
 --timeout passes first. Order kube-apiserver after etcd-wait-healthy.service.`,
 		Flags: append([]cli.Flag{
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, Usage: "give up after this long"},
-		}, cliflags.Etcd("https://127.0.0.1:2379")...),
+		}, etcdclient.Flags("https://127.0.0.1:2379")...),
 		Action: func(c *cli.Context) error {
 			log := cliflags.Logger(c).With("component", "wait-healthy")
-			cli3, err := etcdclient.New(cliflags.EtcdConfig(c))
+			cli3, err := etcdclient.New(etcdclient.FromFlags(c))
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 )
@@ -61,42 +60,6 @@ func LoadHostEnv(path string) {
 		}
 		os.Setenv(k, strings.Trim(v, `"`))
 	}
-}
-
-// Etcd returns the etcd connection flags; endpointsDefault is the default
-// for --endpoints.
-func Etcd(endpointsDefault string) []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "endpoints", Value: endpointsDefault, EnvVars: []string{"ETCDADM_ENDPOINTS"}, Usage: "etcd client URLs, comma separated"},
-		&cli.StringFlag{Name: "cacert", Value: "/etc/etcd/pki/ca.crt", EnvVars: []string{"ETCDADM_CACERT"}, Usage: "CA bundle that signed the etcd server certificates"},
-		&cli.StringFlag{Name: "cert", Value: "/etc/etcd/pki/client.crt", EnvVars: []string{"ETCDADM_CERT"}, Usage: "client certificate for mutual TLS"},
-		&cli.StringFlag{Name: "key", Value: "/etc/etcd/pki/client.key", EnvVars: []string{"ETCDADM_KEY"}, Usage: "client key for mutual TLS"},
-		&cli.BoolFlag{Name: "insecure", EnvVars: []string{"ETCDADM_INSECURE"}, Usage: "talk plaintext http to etcd, without client certificates (test clusters only)"},
-		&cli.DurationFlag{Name: "dial-timeout", Value: 5 * time.Second, EnvVars: []string{"ETCDADM_DIAL_TIMEOUT"}, Usage: "how long to wait for etcd to answer"},
-	}
-}
-
-// EtcdConfig reads the etcd flags.
-func EtcdConfig(c *cli.Context) etcdclient.Config {
-	cfg := etcdclient.Config{
-		Endpoints:   splitList(c.String("endpoints")),
-		Insecure:    c.Bool("insecure"),
-		DialTimeout: c.Duration("dial-timeout"),
-	}
-	if !cfg.Insecure || strings.Contains(c.String("endpoints"), "https://") {
-		cfg.CACert, cfg.Cert, cfg.Key = c.String("cacert"), c.String("cert"), c.String("key")
-	}
-	return cfg
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // Logger is the process logger: text to stderr (journald adds time and

@@ -20,6 +20,9 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
+// RepairAdvice is what to run when the spec in the store cannot be read.
+const RepairAdvice = "rewrite it with 'etcdadm seed --force --members N --version V' (the cluster token is kept), or restore the object from your bucket's versioning"
+
 // SettingsKey is where our settings live in the store.
 const SettingsKey = "etcdadm/settings.json"
 
@@ -151,7 +154,7 @@ func load(ctx context.Context, st store.Store) (Cluster, string, string, error) 
 	}
 	var c Cluster
 	if c.Spec, err = etcdmanager.ParseClusterSpec(sb); err != nil {
-		return Cluster{}, "", "", fmt.Errorf("%w: %w (fix it with 'etcdadm spec set')", ErrInvalid, err)
+		return Cluster{}, "", "", fmt.Errorf("%w: %w (%s)", ErrInvalid, err, RepairAdvice)
 	}
 	gb, ginfo, err := store.GetBytes(ctx, st, SettingsKey, 1<<16)
 	switch {
@@ -193,6 +196,14 @@ func Seed(ctx context.Context, st store.Store, c Cluster, force bool) error {
 	case err != nil && !force:
 		return fmt.Errorf("seed: the existing spec cannot be read (%w); pass --force to replace it", err)
 	case err != nil:
+		// An unreadable spec: keep the token of settings that still parse,
+		// so a running cluster keeps its identity.
+		if gb, _, gerr := store.GetBytes(ctx, st, SettingsKey, 1<<16); gerr == nil {
+			var old Settings
+			if json.Unmarshal(gb, &old) == nil && old.ClusterToken != "" {
+				c.Settings.ClusterToken = old.ClusterToken
+			}
+		}
 		return write(ctx, st, c, store.PutOptions{}, store.PutOptions{})
 	}
 	if old.Spec == c.Spec && old.Settings.ClusterName == c.Settings.ClusterName {

@@ -91,9 +91,23 @@ func TestSeedAndSet(t *testing.T) {
 	if c, w, err := SetSpec(ctx, st, 4, ""); err != nil || len(w) == 0 || c.Spec.MemberCount != 4 {
 		t.Fatalf("set 4 members: %+v %v %v", c, w, err)
 	}
-	// A malformed spec in the store is reported, with the fix.
+	// A malformed spec in the store is reported, with a fix that works:
+	// the advised command repairs it and keeps the cluster's token.
+	before, _ := Load(ctx, st)
 	store.PutBytes(ctx, st, etcdmanager.ClusterSpecKey, []byte(`{"memberCount": "three"}`), store.PutOptions{})
-	if _, err := Load(ctx, st); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "spec set") {
+	_, err = Load(ctx, st)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "etcdadm seed --force") {
 		t.Fatalf("malformed spec: %v", err)
+	}
+	if _, _, err := SetSpec(ctx, st, 3, ""); err == nil {
+		t.Fatal("spec set worked on a malformed spec: then the advice could name it")
+	}
+	fixed := Cluster{Spec: etcdmanager.ClusterSpec{MemberCount: 3, EtcdVersion: "3.6.16"}, Settings: Settings{ClusterName: before.Settings.ClusterName}}
+	if err := Seed(ctx, st, fixed, true); err != nil {
+		t.Fatalf("the advised repair: %v", err)
+	}
+	after, err := Load(ctx, st)
+	if err != nil || after.Spec.MemberCount != 3 || after.Settings.ClusterToken != before.Settings.ClusterToken {
+		t.Fatalf("after the repair: %+v %v (token was %s)", after, err, before.Settings.ClusterToken)
 	}
 }

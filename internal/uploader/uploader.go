@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -156,7 +157,7 @@ func clusterSpec(ctx context.Context, st store.Store, version string, voters int
 	}
 	spec, err := etcdmanager.ParseClusterSpec(b)
 	if err != nil {
-		return etcdmanager.ClusterSpec{}, fmt.Errorf("%w: %w (fix it with 'etcdadm spec set')", ErrStore, err)
+		return etcdmanager.ClusterSpec{}, fmt.Errorf("%w: %w (%s)", ErrStore, err, clusterspec.RepairAdvice)
 	}
 	return spec, nil
 }
