@@ -199,8 +199,26 @@ func TestIgnitionContents(t *testing.T) {
 			if tc.opts.Binaries == BinariesBaked && len(bins) > 0 {
 				t.Errorf("baked binaries, yet files %v", bins)
 			}
-			if tc.opts.Binaries == BinariesURL && len(bins) != len(programs())+len(etcdPrograms()) {
-				t.Errorf("downloads %v, want our %d programs and etcd's %d", bins, len(programs()), len(etcdPrograms()))
+			// Every program an enabled unit (or a unit those start) runs is
+			// downloaded: read from the units' own ExecStart= lines, not
+			// from render's list.
+			if tc.opts.Binaries == BinariesURL {
+				for _, u := range cfg.Systemd.Units {
+					if u.Contents == nil {
+						continue
+					}
+					for _, line := range strings.Split(*u.Contents, "\n") {
+						exe, ok := strings.CutPrefix(line, "ExecStart=")
+						if !ok {
+							continue
+						}
+						exe, _, _ = strings.Cut(exe, " ")
+						exe = strings.Replace(exe, EtcdCurrent, EtcdDir+"/v"+tc.opts.EtcdVersion, 1)
+						if !slices.Contains(bins, exe) {
+							t.Errorf("%s runs %s, which the config does not download (downloads: %v)", u.Name, exe, bins)
+						}
+					}
+				}
 			}
 		})
 	}
