@@ -17,6 +17,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/memberflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 )
 
@@ -109,6 +110,10 @@ func run(c *cli.Context, reconcile bool) error {
 		}
 		log.Info(fmt.Sprintf("reconciled: removed %d surplus members %v", len(removed), removed))
 		return nil
+	}
+	// A restore command (ours or etcd-manager-ctl's) comes first.
+	if acted, err := recovery.Act(ctx, cfg, deps); err != nil || acted {
+		return err
 	}
 	res, err := member.Run(ctx, cfg, deps)
 	if err != nil {

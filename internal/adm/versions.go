@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
+	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -26,6 +28,8 @@ type versionReport struct {
 	Done    []string `json:"done,omitempty"`
 	Pending []string `json:"pending,omitempty"`
 	Error   string   `json:"error,omitempty"`
+	// Restore is the latest cluster restore (etcdadm restore).
+	Restore *recovery.Record `json:"restore,omitempty"`
 }
 
 func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
@@ -40,6 +44,9 @@ func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
 	}
 	if st == nil {
 		return vr
+	}
+	if r, err := recovery.Latest(c.Context, st); err == nil {
+		vr.Restore = r
 	}
 	rec, _, err := rollout.Load(c.Context, st)
 	if err != nil {
@@ -77,6 +84,17 @@ func printVersions(w io.Writer, vr versionReport) {
 	}
 	if vr.Error != "" {
 		fmt.Fprintf(w, "rollout: cannot read it: %s\n", vr.Error)
+	}
+	if r := vr.Restore; r != nil && r.State != recovery.Done {
+		var done []string
+		for n := range r.Restored {
+			done = append(done, n)
+		}
+		slices.Sort(done)
+		fmt.Fprintf(w, "RESTORE %s: backup %s, %s; restored: %s of %d members\n", r.Command, r.Backup, strings.ToUpper(string(r.State)), listOrNone(done), len(r.Members))
+		if r.Reason != "" {
+			fmt.Fprintf(w, "  %s\n", r.Reason)
+		}
 	}
 	rec := vr.Rollout
 	if rec == nil {

@@ -268,3 +268,25 @@ func write(ctx context.Context, st store.Store, c Cluster, specOpts, setOpts sto
 	}
 	return nil
 }
+
+// SetToken gives the cluster a new initial-cluster token (a cluster
+// restore makes a new cluster out of a backup: no old member may join it
+// by mistake). Compare-and-swap on the settings.
+func SetToken(ctx context.Context, st store.Store, token string) error {
+	c, _, setTag, err := load(ctx, st)
+	if err != nil {
+		return err
+	}
+	if c.Settings.ClusterToken == token {
+		return nil
+	}
+	c.Settings.ClusterToken = token
+	gb, err := json.MarshalIndent(c.Settings, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := store.PutBytes(ctx, st, SettingsKey, gb, casOn(setTag)); err != nil {
+		return fmt.Errorf("clusterspec: write %s: %w", SettingsKey, err)
+	}
+	return nil
+}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -587,6 +588,9 @@ func (j *joiner) initialCluster(ms []*etcdserverpb.Member, self uint64) string {
 			parts = append(parts, name+"="+u)
 		}
 	}
+	// Sorted: the same membership renders the same env file, whoever
+	// wrote it (a restore, a rejoin), so etcd is not restarted for order.
+	slices.Sort(parts)
 	return strings.Join(parts, ",")
 }
 

@@ -1,0 +1,65 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DataDir is where this member's data lives (defaults applied).
+func DataDir(cfg Config) string { cfg.defaults(); return cfg.DataDir }
+
+// StartRestored starts etcd on data a cluster restore put in place: the
+// restored membership, the restore's new cluster token. The data
+// directory and everything under it becomes the etcd user's.
+func StartRestored(ctx context.Context, cfg Config, d Deps, members []Peer, token string) error {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	j, err := newJoiner(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	if err := chownTree(filepath.Join(cfg.DataDir, "member"), cfg.Owner.UID, cfg.Owner.GID); err != nil {
+		return fmt.Errorf("member: restored data: %w", err)
+	}
+	return j.startEtcd(ctx, "existing", InitialCluster(members), token)
+}
+
+// InitialCluster renders name=peerURL for every member, sorted.
+func InitialCluster(members []Peer) string {
+	var parts []string
+	for _, m := range members {
+		parts = append(parts, m.Name+"="+m.PeerURL)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// FreshPeers are the registered hosts that registered within maxAge.
+func FreshPeers(peers []Peer, now time.Time, maxAge time.Duration) []Peer {
+	var out []Peer
+	for _, p := range peers {
+		if now.Sub(p.Updated) < maxAge {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func chownTree(dir string, uid, gid int) error {
+	if uid < 0 {
+		return nil
+	}
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}

@@ -1,0 +1,200 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/restore"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+// markerFile in the data directory names the restore command whose data
+// it holds: a host that crashed after restoring does not restore again.
+const markerFile = ".etcdadm-restored"
+
+// freshPeers: a host that registered this recently is alive (member join
+// registers at boot and from its 5-minute timer).
+const freshPeers = 15 * time.Minute
+
+// Act carries out this host's part of a pending restore command, if any.
+// acted is true when it restored this member (etcd then runs on the
+// restored data; member join need not decide anything this run).
+func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err error) {
+	log := d.Log.With("component", "restore")
+	p, err := FindPending(ctx, d.Store)
+	if err != nil || p == nil {
+		return false, err
+	}
+	rec, etag, err := plan(ctx, d, p)
+	if err != nil || rec.State != Running {
+		return false, err
+	}
+	me := slices.IndexFunc(rec.Members, func(m member.Peer) bool { return m.Name == cfg.Name })
+	if _, done := rec.Restored[cfg.Name]; me < 0 || done {
+		return false, finish(ctx, cfg, d, p, rec, etag)
+	}
+	dataDir := member.DataDir(cfg)
+	marker := filepath.Join(dataDir, markerFile)
+	if b, _ := os.ReadFile(marker); string(b) != p.ID {
+		log.Warn("RESTORING this member from a backup (restore command "+p.ID+")", "backup", rec.Backup, "members", member.InitialCluster(rec.Members))
+		if err := d.Service.Stop(ctx); err != nil {
+			return false, fmt.Errorf("recovery: stop etcd: %w", err)
+		}
+		if err := moveAside(dataDir, p.ID); err != nil {
+			return false, err
+		}
+		if _, err := restore.Member(ctx, d.Store, restore.Config{
+			Backup: rec.Backup, DataDir: dataDir, Name: cfg.Name, InitialCluster: member.InitialCluster(rec.Members),
+			InitialClusterToken: rec.Token, RevisionBump: RevisionBump,
+		}, log); err != nil {
+			return false, err
+		}
+		if err := atomicfile.Write(marker, []byte(p.ID), 0o600, cfg.Owner.UID, cfg.Owner.GID); err != nil {
+			return false, fmt.Errorf("recovery: %w", err)
+		}
+	}
+	if err := member.StartRestored(ctx, cfg, d, rec.Members, rec.Token); err != nil {
+		return false, err
+	}
+	for {
+		if rec.Restored == nil {
+			rec.Restored = map[string]time.Time{}
+		}
+		rec.Restored[cfg.Name] = d.Now().UTC()
+		etag, err = save(ctx, d.Store, *rec, etag, d.Now())
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrPrecondition) {
+			return true, err
+		}
+		if rec, etag, err = Load(ctx, d.Store, p.ID); err != nil {
+			return true, err
+		}
+	}
+	log.Info("this member runs on the restored data", "restored", len(rec.Restored), "of", len(rec.Members))
+	return true, finish(ctx, cfg, d, p, rec, etag)
+}
+
+// plan loads the command's record, or makes it: the members to restore
+// (the spec's count of the hosts registered lately), a new token. A
+// command whose backup cannot be used is refused, and nothing stops.
+func plan(ctx context.Context, d member.Deps, p *Pending) (*Record, string, error) {
+	rec, etag, err := Load(ctx, d.Store, p.ID)
+	if err != nil || rec != nil {
+		return rec, etag, err
+	}
+	cl, err := clusterspec.Load(ctx, d.Store)
+	if err != nil {
+		return nil, "", err
+	}
+	r := Record{Command: p.ID, Backup: p.Command.Backup, State: Running, Started: d.Now().UTC()}
+	// Verified in full before any host stops anything: a command written
+	// by etcd-manager-ctl was never checked.
+	if _, err := backup.Verify(ctx, d.Store, p.Command.Backup, ""); err != nil {
+		r.State, r.Reason = Refused, fmt.Sprintf("backup %s: %v; delete %s (etcdadm restore a good one)", p.Command.Backup, err, p.Key)
+		d.Log.Error("restore command REFUSED", "command", p.ID, "reason", r.Reason)
+	} else {
+		peers, err := member.Peers(ctx, d.Store)
+		if err != nil {
+			return nil, "", err
+		}
+		fresh := member.FreshPeers(peers, d.Now(), freshPeers)
+		if want := int(cl.Spec.MemberCount); len(fresh) > want {
+			fresh = fresh[:want]
+		}
+		if len(fresh) == 0 {
+			return nil, "", fmt.Errorf("recovery: no host registered in the last %v to restore onto", freshPeers)
+		}
+		for i := range fresh {
+			fresh[i].Updated, fresh[i].Versions = time.Time{}, nil
+		}
+		r.Members = fresh
+		if r.Token, err = newToken(cl.Settings.ClusterName); err != nil {
+			return nil, "", err
+		}
+	}
+	if _, err := save(ctx, d.Store, r, "", d.Now()); err != nil && !errors.Is(err, store.ErrPrecondition) {
+		return nil, "", err
+	}
+	// Whoever wrote it first, everyone goes by the stored record.
+	rec, etag, err = Load(ctx, d.Store, p.ID)
+	if err != nil || rec == nil {
+		return nil, "", errors.Join(err, errors.New("recovery: the restore record vanished"))
+	}
+	if rec.State == Running {
+		// New joiners and rewritten env files use the new cluster's token.
+		if err := clusterspec.SetToken(ctx, d.Store, rec.Token); err != nil && !errors.Is(err, store.ErrPrecondition) {
+			return nil, "", err
+		}
+	}
+	return rec, etag, nil
+}
+
+// moveAside keeps the old member data as member.before-restore-<id>.
+func moveAside(dataDir, id string) error {
+	src := filepath.Join(dataDir, "member")
+	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	dst := filepath.Join(dataDir, "member.before-restore-"+strings.ReplaceAll(id, ":", ""))
+	if _, err := os.Stat(dst); err == nil {
+		// An earlier try moved the old data; this member/ is a partial restore.
+		dst += fmt.Sprintf(".%d", time.Now().UnixNano())
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return fmt.Errorf("recovery: move %s aside: %w", src, err)
+	}
+	return atomicfile.SyncDir(dataDir)
+}
+
+// finish retires the command once every member is restored and the
+// cluster serves a linearizable read: our record says done, etcd-manager's
+// command is removed (as etcd-manager does).
+func finish(ctx context.Context, cfg member.Config, d member.Deps, p *Pending, rec *Record, etag string) error {
+	if len(rec.Restored) < len(rec.Members) {
+		return nil
+	}
+	s, err := member.Open(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := s.Cli.Get(rctx, "health", clientv3.WithSerializable())
+		if err == nil {
+			_, err = s.Cli.Get(rctx, "health")
+		}
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("recovery: every member is restored but the cluster does not serve reads: %w", err)
+		}
+		time.Sleep(time.Second)
+	}
+	rec.State = Done
+	if _, err := save(ctx, d.Store, *rec, etag, d.Now()); err != nil && !errors.Is(err, store.ErrPrecondition) {
+		return err
+	}
+	if err := d.Store.Delete(ctx, p.Key); err != nil {
+		return fmt.Errorf("recovery: remove the finished command %s: %w", p.Key, err)
+	}
+	d.Log.Info("restore finished: every member runs on the restored data", "command", p.ID, "backup", rec.Backup)
+	return nil
+}

@@ -1,0 +1,206 @@
+// Package recovery restores a whole cluster from a backup: the operator's
+// request (etcdadm restore writes etcd-manager's restore command, so either
+// tool's command is acted on by the other) and each host's part of it
+// (run by etcd-member-join before it decides anything else): stop etcd,
+// move the data aside, restore the backup with the cluster's membership, a
+// new cluster token and a revision bump, start, and, once every member is
+// back, retire the command. Imported by cmd/etcd-member-join and
+// internal/adm.
+package recovery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+)
+
+// recordPrefix keeps our record of each restore (kept when done).
+const recordPrefix = "etcdadm/restores/"
+
+// RevisionBump is added to the restored revision, which is marked
+// compacted: clients that watched the old cluster re-list instead of
+// seeing revisions go back (etcd's disaster-recovery guide uses 1e9).
+const RevisionBump = 1_000_000_000
+
+// Errors.
+var (
+	ErrPending = errors.New("a restore is already requested")
+	ErrTooNew  = errors.New("the backup is from a newer etcd than the cluster runs")
+)
+
+// State of a restore.
+type State string
+
+// States.
+const (
+	Running State = "running"
+	Done    State = "done"
+	// Refused: the command cannot be carried out (its backup is missing
+	// or corrupt); nothing was stopped. Delete the command.
+	Refused State = "refused"
+)
+
+// Record is our account of one restore command.
+type Record struct {
+	Command string        `json:"command"`
+	Backup  string        `json:"backup"`
+	Token   string        `json:"token"`
+	Members []member.Peer `json:"members"`
+	// Restored: the members whose data is restored and etcd started.
+	Restored map[string]time.Time `json:"restored,omitempty"`
+	State    State                `json:"state"`
+	Reason   string               `json:"reason,omitempty"`
+	Started  time.Time            `json:"started"`
+	Updated  time.Time            `json:"updated"`
+}
+
+// Pending is a restore command waiting in control/.
+type Pending struct {
+	Key     string
+	ID      string
+	Command etcdmanager.RestoreCommand
+}
+
+// FindPending returns the oldest restore command in control/, or nil.
+func FindPending(ctx context.Context, st store.Store) (*Pending, error) {
+	es, err := st.List(ctx, etcdmanager.ControlPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: %w", err)
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
+	for _, e := range es {
+		if !e.Dir {
+			continue
+		}
+		key := etcdmanager.ControlPrefix + e.Name + "/" + etcdmanager.CommandFile
+		b, _, err := store.GetBytes(ctx, st, key, 1<<16)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("recovery: %w", err)
+		}
+		c, ok, err := etcdmanager.ParseCommand(b)
+		if err != nil {
+			return nil, fmt.Errorf("recovery: %s: %w (delete it to go on)", key, err)
+		}
+		if ok {
+			return &Pending{Key: key, ID: etcdmanager.CommandID(key), Command: c}, nil
+		}
+	}
+	return nil, nil
+}
+
+// Request checks a backup and writes the restore command for it. The
+// backup is verified first (sha256 and the snapshot's own hash); one that
+// is missing, corrupt, or from a newer etcd minor than the cluster runs
+// is refused, and nothing is written.
+func Request(ctx context.Context, st store.Store, name, scratch string, now time.Time) (Pending, backup.Report, error) {
+	cl, err := clusterspec.Load(ctx, st)
+	if err != nil {
+		return Pending{}, backup.Report{}, err
+	}
+	if p, err := FindPending(ctx, st); err != nil || p != nil {
+		if p != nil {
+			err = fmt.Errorf("%w (%s, backup %s): wait for it, or delete %s", ErrPending, p.ID, p.Command.Backup, p.Key)
+		}
+		return Pending{}, backup.Report{}, err
+	}
+	rep, err := backup.Verify(ctx, st, name, "")
+	if err != nil {
+		return Pending{}, rep, err
+	}
+	bv, err1 := etcdversion.Parse(rep.Backup.Meta.EtcdVersion)
+	cv, err2 := etcdversion.Parse(cl.Spec.EtcdVersion)
+	if err := errors.Join(err1, err2); err != nil {
+		return Pending{}, rep, fmt.Errorf("recovery: %w", err)
+	}
+	if bv.Minor > cv.Minor || bv.Major != cv.Major {
+		return Pending{}, rep, fmt.Errorf("%w: backup %s is from etcd %s, the cluster runs %s; upgrade first ('etcdadm upgrade --to %s.x'), then restore", ErrTooNew, rep.Backup.Name, bv, cv, bv.MinorString())
+	}
+	c := etcdmanager.RestoreCommand{Timestamp: now.UnixNano(), ClusterSpec: cl.Spec, Backup: rep.Backup.Name}
+	b, err := etcdmanager.MarshalRestoreCommand(c)
+	if err != nil {
+		return Pending{}, rep, err
+	}
+	key := etcdmanager.CommandKey(now)
+	if _, err := store.PutBytes(ctx, st, key, b, store.PutOptions{IfNoneMatch: true}); err != nil {
+		return Pending{}, rep, fmt.Errorf("recovery: write %s: %w", key, err)
+	}
+	return Pending{Key: key, ID: etcdmanager.CommandID(key), Command: c}, rep, nil
+}
+
+// Load reads our record of a command; nil when there is none yet.
+func Load(ctx context.Context, st store.Store, id string) (*Record, string, error) {
+	b, info, err := store.GetBytes(ctx, st, recordPrefix+id+".json", 1<<20)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("recovery: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, "", fmt.Errorf("recovery: %s%s.json: %w", recordPrefix, id, err)
+	}
+	return &r, info.ETag, nil
+}
+
+// Latest returns the newest record (for etcdadm status), nil if none.
+func Latest(ctx context.Context, st store.Store) (*Record, error) {
+	es, err := st.List(ctx, recordPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("recovery: %w", err)
+	}
+	var names []string
+	for _, e := range es {
+		if !e.Dir {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	slices.Sort(names)
+	id := names[len(names)-1]
+	r, _, err := Load(ctx, st, id[:len(id)-len(".json")])
+	return r, err
+}
+
+func save(ctx context.Context, st store.Store, r Record, etag string, now time.Time) (string, error) {
+	r.Updated = now.UTC()
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	opts := store.PutOptions{IfMatch: etag}
+	if etag == "" {
+		opts = store.PutOptions{IfNoneMatch: true}
+	}
+	info, err := store.PutBytes(ctx, st, recordPrefix+r.Command+".json", b, opts)
+	if err != nil {
+		return "", fmt.Errorf("recovery: record %s: %w", r.Command, err)
+	}
+	return info.ETag, nil
+}
+
+func newToken(name string) (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return name + "-restored-" + hex.EncodeToString(b[:]), nil
+}

@@ -1,0 +1,218 @@
+package integration
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+	"github.com/etcdadm/etcdadm-immutable/test/testenv"
+)
+
+// TestClusterRestore: a 3-member cluster with data and a lease-attached
+// key is restored from an earlier backup by a command written the way
+// etcd-manager-ctl writes it, for a backup without our integrity record
+// (as etcd-manager leaves them). Every key is as in the backup, the lease
+// and its key are kept, revisions only go up, a watch from before gets a
+// compaction error (it must re-list), the old data is kept aside, the
+// command is retired and the cluster has a new token.
+func TestClusterRestore(t *testing.T) {
+	v := testenv.EtcdVersions()[1]
+	st := newCluster(t, 3, v)
+	hosts := foundAt(t, st, v)
+	cli := clientFor(t, hosts[0], hosts...)
+	ctx := ctxT(t)
+	for _, k := range []string{"/registry/a", "/registry/b", "/registry/c"} {
+		if _, err := cli.Put(ctx, k, "before"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease, err := cli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/registry/masterleases/10.0.0.1", "x", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := member.Open(ctx, hosts[0].Cfg, hosts[0].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := s.Backup(ctx)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As etcd-manager leaves a backup: no integrity record of ours.
+	if err := st.Delete(ctx, "etcdadm/backups/"+name+".json"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := cli.Put(ctx, "/registry/a", "after the backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.Put(ctx, "/registry/new", "after the backup")
+	seenRev := after.Header.Revision + 1
+	watch := cli.Watch(clientv3.WithRequireLeader(ctx), "/registry/", clientv3.WithPrefix(), clientv3.WithRev(seenRev))
+	tokenBefore := mustLoad(t, st).Settings.ClusterToken
+
+	// etcd-manager-ctl restore-backup NAME, byte for byte.
+	cmd := `{"timestamp":"1752000000123456789","restoreBackup":{"clusterSpec":{"memberCount":3,"etcdVersion":"` + v + `"},"backup":"` + name + `"}}`
+	cmdKey := "control/2026-07-08T09:20:31Z-000000/_command.json"
+	if _, err := store.PutBytes(ctx, st, cmdKey, []byte(cmd), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	actAll(t, hosts)
+
+	if _, err := st.Stat(ctx, cmdKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the command is still there after the restore: %v", err)
+	}
+	rec, err := recovery.Latest(ctx, st)
+	if err != nil || rec == nil || rec.State != recovery.Done || len(rec.Restored) != 3 {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	if tok := mustLoad(t, st).Settings.ClusterToken; tok == tokenBefore || tok != rec.Token {
+		t.Fatalf("token %s (was %s, restore's %s): want the restore's new token", tok, tokenBefore, rec.Token)
+	}
+	cli2 := clientFor(t, hosts[0], hosts...)
+	for k, want := range map[string]string{"/registry/a": "before", "/registry/b": "before", "/registry/c": "before", "/registry/new": ""} {
+		gr, err := cli2.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(gr.Kvs) > 0 {
+			got = string(gr.Kvs[0].Value)
+		}
+		if got != want {
+			t.Errorf("%s = %q, want %q (as in the backup)", k, got, want)
+		}
+	}
+	ttl, err := cli2.TimeToLive(ctx, lease.ID, clientv3.WithAttachedKeys())
+	if err != nil || ttl.TTL <= 0 || len(ttl.Keys) != 1 {
+		t.Errorf("lease after restore: %+v %v; want it kept with its key", ttl, err)
+	}
+	pr, err := cli2.Put(ctx, "/registry/d", "after the restore")
+	if err != nil || pr.Header.Revision <= seenRev {
+		t.Fatalf("revision after the restore %v (err %v), clients saw up to %d: time went back", pr, err, seenRev)
+	}
+	for _, h := range hosts {
+		aside, _ := filepath.Glob(filepath.Join(h.Cfg.Root, "var/lib/etcd/member.before-restore-*"))
+		if len(aside) != 1 {
+			t.Errorf("%s: old data not kept aside: %v", h.Name, aside)
+		}
+	}
+	// The watch opened before the restore ends when its cluster goes
+	// away, never with events from before what it saw. A client that
+	// watches again from the revision it saw (a reflector, kube-apiserver's
+	// watch cache) is told that revision is compacted: it re-lists.
+	for wr := range watch {
+		for _, ev := range wr.Events {
+			if ev.Kv.ModRevision < seenRev {
+				t.Fatalf("the watch saw revision %d after %d: time went back", ev.Kv.ModRevision, seenRev)
+			}
+		}
+		if wr.Canceled || wr.Err() != nil {
+			break
+		}
+	}
+	rewatch := cli2.Watch(ctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(seenRev))
+	select {
+	case wr := <-rewatch:
+		if !errors.Is(wr.Err(), rpctypes.ErrCompacted) && wr.CompactRevision == 0 {
+			t.Fatalf("watching again from revision %d: %+v, err %v; want a compaction error (re-list)", seenRev, wr, wr.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watching again from before the restore got no compaction error (it must re-list)")
+	}
+}
+
+// TestRestoreRefusalsChangeNothing: a missing backup, a corrupt one, one
+// from a newer etcd than the cluster runs, an unconfirmed restore and a
+// second restore while one is pending change nothing in the store.
+func TestRestoreRefusalsChangeNothing(t *testing.T) {
+	vs := testenv.EtcdVersions()
+	dir := t.TempDir()
+	st, err := filestore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if err := clusterspec.Seed(ctx, st, clusterspec.Cluster{Spec: etcdmanager.ClusterSpec{MemberCount: 3, EtcdVersion: vs[0]}}, false); err != nil {
+		t.Fatal(err)
+	}
+	m := testenv.StartEtcdCluster(t, vs[0], 1, testenv.NewPKI(t))[0]
+	backupOf := func() string { return upload(t, m, st).Backup }
+	good, newer, corrupt := backupOf(), backupOf(), backupOf()
+	meta, err := etcdmanager.MarshalMeta(etcdmanager.BackupInfo{EtcdVersion: vs[2], Timestamp: time.Now().Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.PutBytes(ctx, st, newer+"/"+etcdmanager.MetaFile, meta, store.PutOptions{})
+	store.PutBytes(ctx, st, corrupt+"/"+etcdmanager.DataFile, []byte("not gzip"), store.PutOptions{})
+	url := "file://" + dir
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"restore", "2026-05-05T00:00:00Z-000001", "--yes"}, "no such backup"},
+		{[]string{"restore", newer, "--yes"}, "upgrade first"},
+		{[]string{"restore", corrupt, "--yes"}, "corrupt"},
+		{[]string{"restore", good}, "not confirmed"},
+	} {
+		before := hashDir(t, dir)
+		r := runBin(t, nil, "etcdadm", append(tc.args, "--store", url)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "Nothing was changed") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+		if hashDir(t, dir) != before {
+			t.Errorf("%v: the store changed", tc.args)
+		}
+	}
+	if r := runBin(t, nil, "etcdadm", "restore", good, "--yes", "--store", url); r.code != 0 {
+		t.Fatalf("restore %s: exit %d\n%s%s", good, r.code, r.stdout, r.stderr)
+	}
+	before := hashDir(t, dir)
+	if r := runBin(t, nil, "etcdadm", "restore", good, "--yes", "--store", url); r.code != 2 || !strings.Contains(r.stderr, "already requested") || hashDir(t, dir) != before {
+		t.Errorf("second restore while one is pending: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+func mustLoad(t *testing.T, st store.Store) clusterspec.Cluster {
+	t.Helper()
+	c, err := clusterspec.Load(ctxT(t), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// actAll runs every host's part of the restore at once, as their member
+// join units would.
+func actAll(t *testing.T, hosts []*host) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(hosts))
+	acted := make([]bool, len(hosts))
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() { defer wg.Done(); acted[i], errs[i] = recovery.Act(ctxT(t), h.Cfg, h.Deps()) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil || !acted[i] {
+			t.Fatalf("%s: restore: acted=%v err=%v", hosts[i].Name, acted[i], err)
+		}
+	}
+}
