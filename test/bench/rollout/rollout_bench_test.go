@@ -681,6 +681,27 @@ func startObserver(b *testing.B, ctx context.Context, c *cluster) *observer {
 		b.Fatalf("put %s: %v", leasedKey, err)
 	}
 
+	// Every member serves watches, as each serves its host's API server
+	// in production: a member stopped with open streams keeps its client
+	// port closed while it waits for them (up to etcd's request timeout,
+	// 7 s here) before it exits. These watches are not measured.
+	for _, h := range c.hosts {
+		cli, err := newClient(h.ClientURL(), c.tls)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ictx, cancel := context.WithCancel(context.Background())
+		b.Cleanup(func() { cancel(); cli.Close() })
+		select {
+		case resp := <-cli.Watch(ictx, "/bench/idle", clientv3.WithCreatedNotify()):
+			if !resp.Created {
+				b.Fatalf("%s: open a watch: %v", h.Name, resp.Err())
+			}
+		case <-time.After(10 * time.Second):
+			b.Fatalf("%s: open a watch: no answer in 10 s", h.Name)
+		}
+	}
+
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	o.watchCancel = cancel
 	b.Cleanup(func() { o.stopWatch() })

@@ -1,0 +1,98 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
+)
+
+// TestClusterRestore: three masters with data and a lease-attached key;
+// the operator runs `etcdadm restore NAME --yes` of an earlier backup and
+// starts etcd-member-join on each master; every key is as in the backup,
+// the lease and its key are kept, the old data is kept aside, and the
+// restore is recorded done.
+func TestClusterRestore(t *testing.T) {
+	c := newCluster(t, 3)
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	var hosts []*harness.Host
+	for _, n := range names {
+		hosts = append(hosts, c.boot(t, n))
+	}
+	a := hosts[0]
+	waitHealthy(t, a, names, 3*time.Minute)
+	ctl := func(args ...string) string {
+		t.Helper()
+		return a.MustExec(t, append(strings.Fields(etcdctl), args...)...)
+	}
+	ctl("put", "/registry/a", "before")
+	grant := strings.Fields(ctl("lease", "grant", "900")) // "lease 694d... granted with TTL(900s)"
+	if len(grant) < 2 {
+		t.Fatalf("lease grant: %v", grant)
+	}
+	lease := grant[1]
+	ctl("put", "--lease="+lease, "/registry/masterleases/10.77.0.1", "x")
+	for _, h := range hosts {
+		h.MustExec(t, "systemctl", "start", "etcd-snapshot-uploader.service")
+	}
+	backups := backupNames(t, c)
+	if len(backups) != 1 {
+		t.Fatalf("backups %v, want the one the leader took", backups)
+	}
+	ctl("put", "/registry/a", "after the backup")
+	ctl("put", "/registry/new", "after the backup")
+
+	if out, err := c.adm(t, "restore", backups[0], "--yes", "--store", c.storeURL); err != nil {
+		t.Fatalf("etcdadm restore: %v\n%s", err, out)
+	}
+	start := time.Now()
+	for _, h := range hosts {
+		h.MustExec(t, "systemctl", "start", "--no-block", "etcd-member-join.service")
+	}
+	waitRestored(t, a, 4*time.Minute)
+	waitHealthy(t, a, names, 2*time.Minute)
+	t.Logf("FIGURE restore of 3 members by the units: %v", time.Since(start).Round(100*time.Millisecond))
+	if got := strings.TrimSpace(ctl("get", "--print-value-only", "/registry/a")); got != "before" {
+		t.Errorf("/registry/a = %q after the restore, want the backup's %q", got, "before")
+	}
+	if got := strings.TrimSpace(ctl("get", "/registry/new")); got != "" {
+		t.Errorf("/registry/new (written after the backup) is there: %q", got)
+	}
+	if ttl := ctl("lease", "timetolive", lease, "--keys"); !strings.Contains(ttl, "/registry/masterleases/10.77.0.1") || strings.Contains(ttl, "already expired") {
+		t.Errorf("lease after the restore: %s; want it kept with its key", ttl)
+	}
+	for _, h := range hosts {
+		if aside := h.MustExec(t, "sh", "-c", "ls -d /var/lib/etcd/member.before-restore-*"); strings.Count(aside, "\n") != 1 {
+			t.Errorf("%s: old data kept aside: %q", h.Name(), aside)
+		}
+	}
+}
+
+// waitRestored waits until etcdadm status on h says the restore is done.
+func waitRestored(t *testing.T, h *harness.Host, timeout time.Duration) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, errOut, _ := h.Exec(t, ctx, "sh", "-c", `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm status -o json --units=false --dial-timeout 2s --store "$ETCDADM_STORE"`)
+		cancel()
+		var s struct {
+			Versions struct {
+				Restore *struct {
+					State    string         `json:"state"`
+					Restored map[string]any `json:"restored"`
+				} `json:"restore"`
+			} `json:"versions"`
+		}
+		if err := json.Unmarshal([]byte(out), &s); err == nil && s.Versions.Restore != nil && s.Versions.Restore.State == "done" {
+			return
+		}
+		last = out + errOut
+	}
+	t.Fatalf("restore not done after %v; last status:\n%s\njournal:\n%s", timeout, last, journal(t, h))
+}
