@@ -111,7 +111,14 @@ func run(c *cli.Context, reconcile bool) error {
 		log.Info(fmt.Sprintf("reconciled: removed %d surplus members %v", len(removed), removed))
 		return nil
 	}
-	// A restore command (ours or etcd-manager-ctl's) comes first.
+	// A torn-down store, then a restore command (ours or
+	// etcd-manager-ctl's), come first.
+	stop := func(ctx context.Context, unit string) error {
+		return (&systemd.Manager{Conn: svc.Conn, Unit: unit}).Stop(ctx)
+	}
+	if torn, err := recovery.ActTeardown(ctx, cfg, deps, stop); err != nil || torn {
+		return err
+	}
 	if acted, err := recovery.Act(ctx, cfg, deps); err != nil || acted {
 		return err
 	}

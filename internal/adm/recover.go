@@ -70,3 +70,36 @@ Exit codes: 0 requested, 1 failure, 2 refused or not confirmed.`,
 		},
 	}
 }
+
+func teardownCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "teardown",
+		Usage: "retire the cluster: every host stops etcd and our units and moves its data aside",
+		Description: `Marks the store torn down (etcdadm/teardown.json). Each host's etcd-member-join,
+at its next run (or 'systemctl start etcd-member-join'), stops etcd and the
+units that could start it again, and moves /var/lib/etcd/member aside (kept,
+never deleted). Backups, the PKI, the spec and the peer registry stay. No host
+runs or founds etcd on this store until 'etcdadm seed --force' declares a new
+cluster. Take a last backup first ('etcdadm backup now').`,
+		Flags: []cli.Flag{cliflags.Store(), &cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation (scripts)"}},
+		Action: func(c *cli.Context) error {
+			st, err := cliflags.OpenStore(c)
+			if err != nil {
+				return err
+			}
+			w := c.App.Writer
+			if !c.Bool("yes") {
+				fmt.Fprint(w, "Every host will stop etcd and move its data aside. Type 'teardown' to go on: ")
+				line, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
+				if strings.TrimSpace(line) != "teardown" {
+					return cli.Exit("teardown: not confirmed. Nothing was changed.", 2)
+				}
+			}
+			if err := recovery.RequestTeardown(c.Context, st, time.Now()); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s is torn down: each host stops etcd at its next etcd-member-join run ('systemctl start etcd-member-join' to act now); 'etcdadm seed --force' declares a new cluster\n", st)
+			return nil
+		},
+	}
+}

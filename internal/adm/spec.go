@@ -2,6 +2,7 @@ package adm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 )
 
 func seedCommand() *cli.Command {
@@ -58,8 +60,25 @@ Run 'etcdadm pki init' too, unless the cluster uses --tls=insecure.`,
 			if cl.Settings.TLS == "insecure" {
 				fmt.Fprintln(c.App.ErrWriter, "warning: --tls=insecure: etcd traffic will be plaintext and unauthenticated")
 			}
+			torn, err := recovery.TornDown(c.Context, st)
+			if err != nil {
+				return err
+			}
+			if torn != nil && !c.Bool("force") {
+				return cli.Exit(fmt.Sprintf("seed: %s was torn down at %s; pass --force to declare a new cluster on it\nNothing was written.", st, torn.At.Format(time.RFC3339)), 2)
+			}
 			if err := clusterspec.Seed(c.Context, st, cl, c.Bool("force")); err != nil {
 				return err
+			}
+			if torn != nil {
+				// A new cluster: its own token, founded afresh.
+				if err := clusterspec.SetToken(c.Context, st, cl.Settings.ClusterToken); err != nil {
+					return err
+				}
+				if err := recovery.ClearForNewCluster(c.Context, st); err != nil {
+					return err
+				}
+				fmt.Fprintln(c.App.Writer, "the torn-down cluster's marks are cleared: booting hosts found a new cluster")
 			}
 			fmt.Fprintf(c.App.Writer, "seeded %s: %d members, etcd %s\n", st, cl.Spec.MemberCount, cl.Spec.EtcdVersion)
 			return nil

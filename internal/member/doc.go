@@ -31,12 +31,18 @@ const (
 // Store keys of ours.
 const (
 	peersPrefix = "etcdadm/peers/"
-	planKey     = "etcdadm/initial-cluster.json"
+	planKey     = PlanKey
 	lockKey     = "/etcdadm/locks/membership"
 )
+
+// PlanKey holds the founders' initial membership.
+const PlanKey = "etcdadm/initial-cluster.json"
 
 // Errors.
 var (
 	ErrWaiting = errors.New("waiting for other members")
 	ErrUnsafe  = errors.New("refused: the change could lose quorum")
+	// ErrControlLost: the store lost its cluster spec while hosts still
+	// hold a cluster (etcd-manager's #299 founded an empty one over it).
+	ErrControlLost = errors.New("the store's control files are gone but a cluster still exists")
 )

@@ -131,6 +131,11 @@ func Run(ctx context.Context, cfg Config, d Deps) (Result, error) {
 		return Result{}, err
 	}
 	j, err := newJoiner(ctx, cfg, d)
+	if errors.Is(err, clusterspec.ErrNotSeeded) {
+		if why := clusterRemains(ctx, cfg, d.Store); why != "" {
+			return Result{}, fmt.Errorf("member join: %w: %s; refusing to found a new, empty cluster over it. Restore control/ from the bucket's versioning, or declare the same cluster again with 'etcdadm seed --force --members N --version V' (its hosts then rejoin with their data)", ErrControlLost, why)
+		}
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -143,6 +148,21 @@ func Run(ctx context.Context, cfg Config, d Deps) (Result, error) {
 	res, err := j.run(ctx)
 	res.Member = j.me
 	return res, err
+}
+
+// clusterRemains says what shows a cluster exists without a spec: data
+// on this host, hosts in the peer registry, a founding plan ("" if none).
+func clusterRemains(ctx context.Context, cfg Config, st store.Store) string {
+	if des, err := os.ReadDir(filepath.Join(cfg.DataDir, "member", "wal")); err == nil && len(des) > 0 {
+		return "this host holds etcd data in " + cfg.DataDir
+	}
+	if peers, err := Peers(ctx, st); err == nil && len(peers) > 0 {
+		return fmt.Sprintf("%d hosts are in the peer registry (%s)", len(peers), names(peers))
+	}
+	if ok, err := exists(ctx, st, planKey); err == nil && ok {
+		return "a founding plan exists (" + planKey + ")"
+	}
+	return ""
 }
 
 func newJoiner(ctx context.Context, cfg Config, d Deps) (*joiner, error) {

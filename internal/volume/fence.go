@@ -23,7 +23,7 @@ const ClaimFile = "/run/etcdadm/claim.json"
 // renew timer's service) runs until the next boot claims again.
 var FenceUnits = []string{
 	"etcd-member-join.timer", "etcd-member-join.service", "etcd-reconcile.timer",
-	"etcd-snapshot-uploader.timer", "etcd-dns-registrar.service", "etcd-wait-healthy.service", "etcd.service",
+	"etcd-version-switcher.timer", "etcd-version-switcher.service", "etcd-snapshot-uploader.timer", "etcd-dns-registrar.service", "etcd-wait-healthy.service", "etcd.service",
 	"var-lib-etcd.mount", "etcd-volume-attach.service",
 }
 
