@@ -119,6 +119,9 @@ func run(c *cli.Context, reconcile bool) error {
 	if torn, err := recovery.ActTeardown(ctx, cfg, deps, stop); err != nil || torn {
 		return err
 	}
+	if acted, err := recovery.ActRecover(ctx, cfg, deps); err != nil || acted {
+		return err
+	}
 	if acted, err := recovery.Act(ctx, cfg, deps); err != nil || acted {
 		return err
 	}

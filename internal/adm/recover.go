@@ -4,14 +4,20 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
+	"github.com/etcdadm/etcdadm-immutable/internal/status"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
 func restoreCommand() *cli.Command {
@@ -102,4 +108,101 @@ cluster. Take a last backup first ('etcdadm backup now').`,
 			return nil
 		},
 	}
+}
+
+func recoverCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "recover",
+		Usage: "rebuild a cluster that lost its majority from one surviving member (loses nothing that member had)",
+		Description: `For a cluster whose majority is gone for good (hosts and disks lost).
+'etcdadm status --store ...' says when that is, and which member has the most
+of the log. Refused while a majority answers.
+
+The named member's host (at its next etcd-member-join run, or 'systemctl
+start etcd-member-join') keeps a copy of its data, restarts it as the only
+member (etcd's --force-new-cluster: its data, the same cluster ID), then
+normally. Every other host moves its stale data aside (kept) and member join
+adds it back as a new member, one learner at a time, up to the spec's count.
+
+The other way out, 'etcdadm restore latest', loses what was written after the
+last backup; this loses only what the named member had not received.`,
+		Flags: append([]cli.Flag{cliflags.Store(),
+			&cli.StringFlag{Name: "from-member", Required: true, Usage: "the surviving member to rebuild from"},
+			&cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation (scripts)"},
+		}, etcdclient.Flags("")...),
+		Action: func(c *cli.Context) error {
+			st, err := cliflags.OpenStore(c)
+			if err != nil {
+				return err
+			}
+			q, err := probeQuorum(c, st)
+			if err != nil {
+				return err
+			}
+			name := c.String("from-member")
+			w := c.App.Writer
+			if !c.Bool("yes") {
+				fmt.Fprintf(w, "%d of %d members answer. The cluster will be rebuilt from %s; the others' data is moved aside. Type 'recover' to go on: ", q.Answering, len(q.Members), name)
+				line, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
+				if strings.TrimSpace(line) != "recover" {
+					return cli.Exit("recover: not confirmed. Nothing was changed.", 2)
+				}
+			}
+			r, err := recovery.RequestRecover(c.Context, st, q, name, time.Now())
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("%v\nNothing was changed.", err), 2)
+			}
+			fmt.Fprintf(w, "recovery %s requested: %s restarts alone at its host's next etcd-member-join run ('systemctl start etcd-member-join' there to act now), then the other hosts join it\n", r.ID, r.Member)
+			return nil
+		},
+	}
+}
+
+// probeQuorum asks the registered members for their status, with the
+// command's client certificate.
+func probeQuorum(c *cli.Context, st store.Store) (recovery.Quorum, error) {
+	peers, err := member.Peers(c.Context, st)
+	if err != nil {
+		return recovery.Quorum{}, err
+	}
+	var eps []string
+	for _, p := range peers {
+		eps = append(eps, p.ClientURL)
+	}
+	base := etcdclient.FromFlags(c)
+	return recovery.ProbeQuorum(c.Context, eps, func(ep string) (*clientv3.Client, error) {
+		cfg := base
+		cfg.Endpoints, cfg.DialTimeout = []string{ep}, 2*time.Second
+		return etcdclient.New(cfg)
+	})
+}
+
+// printQuorumLoss says, when etcd does not answer, whether the majority is
+// lost, and the two ways out with what each loses.
+func printQuorumLoss(c *cli.Context, w io.Writer, st store.Store, r status.Report) {
+	q, err := probeQuorum(c, st)
+	if err != nil {
+		fmt.Fprintf(w, "quorum: cannot tell (%v)\n", err)
+		return
+	}
+	var up, down []string
+	for _, m := range q.Members {
+		if m.Answering {
+			up = append(up, m.Name)
+		} else {
+			down = append(down, m.Name)
+		}
+	}
+	if !q.Lost {
+		fmt.Fprintf(w, "quorum: held (%d of %d answer: %s)\n", q.Answering, len(q.Members), listOrNone(up))
+		return
+	}
+	fmt.Fprintf(w, "\nQUORUM LOST: %d of %d members answer (%s), %d needed; down: %s\n", q.Answering, len(q.Members), listOrNone(up), q.Need, listOrNone(down))
+	fmt.Fprintln(w, "If the members that are down can come back (a reboot, a network fix), bring them back: nothing is lost. If they are gone for good:")
+	backupNote := "the last backup"
+	if r.LastBackup != "" {
+		backupNote = fmt.Sprintf("backup %s, %s ago", r.LastBackup, humanAge(r.BackupAge))
+	}
+	fmt.Fprintf(w, "  etcdadm recover --from-member %s --store ...   keeps everything %s had (it has the most of the log)\n", q.Best, q.Best)
+	fmt.Fprintf(w, "  etcdadm restore latest --store ...              loses what was written after %s\n", backupNote)
 }

@@ -89,6 +89,9 @@ func statusAction(c *cli.Context) error {
 	}
 	if r.EtcdError != "" {
 		fmt.Fprintf(w, "etcd: NOT ANSWERING at %s: %s\n(see: systemctl status etcd etcd-member-join; journalctl -u etcd -u etcd-member-join)\n", c.String("endpoints"), r.EtcdError)
+		if st != nil {
+			printQuorumLoss(c, w, st, r)
+		}
 	} else {
 		fmt.Fprintf(w, "cluster %s: %d/%d voting members healthy\n\n", r.ClusterID, healthy, voters)
 		printMembers(w, r.Members)

@@ -122,6 +122,9 @@ type joiner struct {
 	me      Peer
 	tls     *tls.Config
 	log     *slog.Logger
+	// extraEnv is added to etcd's settings for one start (a forced new
+	// cluster when recovering from a lost majority).
+	extraEnv map[string]string
 }
 
 // Run decides and does what this host's member needs.
@@ -725,6 +728,9 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 		} {
 			vars[k] = v
 		}
+	}
+	for k, v := range j.extraEnv {
+		vars[k] = v
 	}
 	vars, err := j.versionedEnv(vars)
 	if err != nil {

@@ -63,3 +63,36 @@ func chownTree(dir string, uid, gid int) error {
 		return os.Lchown(p, uid, gid)
 	})
 }
+
+// StartForcedAlone restarts this member as the only member of its
+// cluster, keeping its data (etcd's --force-new-cluster), waits until it
+// serves a linearizable read, then restarts it with its ordinary settings:
+// the way out of a lost majority that keeps everything this member had.
+func StartForcedAlone(ctx context.Context, cfg Config, d Deps) error {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	j, err := newJoiner(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	self := j.me.Name + "=" + j.me.PeerURL
+	j.extraEnv = map[string]string{"ETCD_FORCE_NEW_CLUSTER": "true"}
+	if err := j.startEtcd(ctx, "existing", self, j.cluster.Settings.ClusterToken); err != nil {
+		return err
+	}
+	cli, err := j.client([]string{j.me.ClientURL})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := j.waitLinearizable(ctx, cli); err != nil {
+		return err
+	}
+	j.extraEnv = nil
+	if err := j.startEtcd(ctx, "existing", self, j.cluster.Settings.ClusterToken); err != nil {
+		return err
+	}
+	return j.waitLinearizable(ctx, cli)
+}

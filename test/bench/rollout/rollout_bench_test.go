@@ -9,7 +9,11 @@
 // path runs as well. A steady writer, a watch and a Status probe per member
 // measure what clients see: the total time, each member's time unreachable,
 // the longest write stall, failed and lost writes, broken watches and lost
-// leases. Run by make bench; figures in docs/benchmarks.md.
+// leases. etcdadm stops etcd as systemd does (SIGTERM: etcd hands over
+// leadership, then keeps its client port closed while it waits for open
+// streams, up to its request timeout); etcd-manager kills it (SIGKILL).
+// Every member serves a watch, as it would its host's API server. Run by
+// make bench; figures in docs/benchmarks.md.
 package rollout
 
 import (
@@ -25,7 +29,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,6 +55,8 @@ const (
 	servingTimeout = time.Minute
 	// How long clients have after the change to write again.
 	recoverTimeout = time.Minute
+	// Steady load before the change.
+	warmup = 2 * time.Second
 
 	writerPrefix = "/bench/writer/"
 	leasedKey    = "/bench/leased"
@@ -190,7 +195,8 @@ func switchers(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 }
 
 // fullDump is etcd-manager's stopForUpgrade and restoreBackupAndLiftQuarantine
-// without the waits between its reconcile cycles: a backup; quarantine
+// without the waits between its reconcile cycles, every stop a SIGKILL as
+// there: a backup; quarantine
 // (every member restarted with its client URL on another port, so clients
 // cannot write); a second backup; every member stopped; a new cluster at
 // the new version (fresh data, new token, still quarantined); the backup
@@ -212,7 +218,7 @@ func fullDump(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	procs := make([]*proc, len(c.hosts))
 	for i, h := range c.hosts {
 		quarantined[i] = fmt.Sprintf("https://127.0.0.1:%d", testenv.FreePort(b))
-		if err := h.Runner.Stop(ctx); err != nil {
+		if err := h.Runner.Kill(ctx); err != nil {
 			return ph.list, fmt.Errorf("quarantine: stop %s: %w", h.Name, err)
 		}
 		procs[i] = startMember(b, h, c.from, clientURLs(quarantined[i]))
@@ -229,7 +235,7 @@ func fullDump(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	ph.mark("backup")
 
 	for _, p := range procs {
-		if err := p.stop(); err != nil {
+		if err := p.kill(); err != nil {
 			return ph.list, err
 		}
 	}
@@ -257,7 +263,7 @@ func fullDump(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 
 	normal := make([]string, len(c.hosts))
 	for i, h := range c.hosts {
-		if err := procs[i].stop(); err != nil {
+		if err := procs[i].kill(); err != nil {
 			return ph.list, err
 		}
 		// The client URLs of etcd.env: the member's own port.
@@ -273,8 +279,8 @@ func fullDump(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 
 // inPlace is etcd-manager's upgradeInPlace without the waits between its
 // reconcile cycles (a lower bound, as for fullDump): a backup, then one
-// member per cycle restarted on the new binary with its data, the next once
-// every member is healthy.
+// member per cycle killed and started on the new binary with its data, the
+// next once every member is healthy.
 func inPlace(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	ph := newPhases()
 	if err := saveSnapshot(ctx, c.tls, c.hosts[0].ClientURL(), filepath.Join(b.TempDir(), "backup.db")); err != nil {
@@ -282,7 +288,7 @@ func inPlace(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	}
 	ph.mark("backup")
 	for _, h := range c.hosts {
-		if err := h.Runner.Stop(ctx); err != nil {
+		if err := h.Runner.Kill(ctx); err != nil {
 			return ph.list, fmt.Errorf("stop %s: %w", h.Name, err)
 		}
 		p := startMember(b, h, c.to, nil)
@@ -336,7 +342,7 @@ func restoreAndCopy(ctx context.Context, b *testing.B, c *cluster, snap, dest st
 	if err != nil {
 		return n, err
 	}
-	return n, p.stop()
+	return n, p.kill()
 }
 
 func copyKeys(ctx context.Context, src, dst *clientv3.Client) (int, error) {
@@ -460,7 +466,7 @@ func startMember(b *testing.B, h *localcluster.Host, v string, set map[string]st
 	return startProc(b, h.Name+" etcd "+v, filepath.Join(h.Cfg.Root, "bench-etcd.log"), env, testenv.EtcdBin(b, v, "etcd"))
 }
 
-// proc is one process this benchmark started; stopped in cleanup at the
+// proc is one process this benchmark started; killed in cleanup at the
 // latest.
 type proc struct {
 	name, log string
@@ -486,7 +492,7 @@ func startProc(b *testing.B, name, logFile string, env []string, bin string, arg
 	p := &proc{name: name, log: logFile, cmd: cmd, done: make(chan struct{})}
 	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
 	b.Cleanup(func() {
-		if err := p.stop(); err != nil {
+		if err := p.kill(); err != nil {
 			b.Error(err)
 		}
 	})
@@ -509,18 +515,11 @@ func (p *proc) exitErr() error {
 	return p.waitErr
 }
 
-// stop sends SIGTERM, as systemd and etcd-manager do, and kills after 10 s.
-func (p *proc) stop() error {
+// kill ends the process with SIGKILL, as etcd-manager stops etcd
+// (etcdProcess.Stop), and waits until it is gone.
+func (p *proc) kill() error {
 	if p.exited() {
 		return nil
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stop %s: %w", p.name, err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
 	}
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s: %w", p.name, err)
@@ -733,6 +732,7 @@ func startObserver(b *testing.B, ctx context.Context, c *cluster) *observer {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	time.Sleep(warmup)
 	return o
 }
 
