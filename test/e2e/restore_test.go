@@ -96,3 +96,54 @@ func waitRestored(t *testing.T, h *harness.Host, timeout time.Duration) {
 	}
 	t.Fatalf("restore not done after %v; last status:\n%s\njournal:\n%s", timeout, last, journal(t, h))
 }
+
+// TestTeardown: after 'etcdadm teardown', each master's member join stops
+// etcd and the units that could start it again and keeps the data aside;
+// a fresh master booted from the same Ignition config founds nothing.
+func TestTeardown(t *testing.T) {
+	c := newCluster(t, 3)
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	var hosts []*harness.Host
+	for _, n := range names {
+		hosts = append(hosts, c.boot(t, n))
+	}
+	waitHealthy(t, hosts[0], names, 3*time.Minute)
+	if out, err := c.adm(t, "teardown", "--yes", "--store", c.storeURL); err != nil {
+		t.Fatalf("etcdadm teardown: %v\n%s", err, out)
+	}
+	for _, h := range hosts {
+		h.MustExec(t, "systemctl", "start", "etcd-member-join.service")
+	}
+	fresh := c.boot(t, "etcd-d")
+	for _, h := range append(hosts, fresh) {
+		waitUnitState(t, h, "etcd-member-join.service", "inactive", 2*time.Minute)
+		for _, u := range []string{"etcd.service", "etcd-member-join.timer", "etcd-version-switcher.timer", "etcd-snapshot-uploader.timer"} {
+			if st := strings.TrimSpace(h.MustExec(t, "systemctl", "show", "-p", "ActiveState", "--value", u)); st != "inactive" {
+				t.Errorf("%s: %s is %s after the teardown", h.Name(), u, st)
+			}
+		}
+	}
+	for _, h := range hosts {
+		if aside := h.MustExec(t, "sh", "-c", "ls -d /var/lib/etcd/member.torn-down-*"); strings.Count(aside, "\n") != 1 {
+			t.Errorf("%s: data kept aside: %q", h.Name(), aside)
+		}
+	}
+	if out, _, err := fresh.Exec(t, context.Background(), "test", "-e", "/var/lib/etcd/member"); err == nil {
+		t.Errorf("the fresh host founded or joined a cluster on a torn-down store: %s", out)
+	}
+	if out, err := c.adm(t, "seed", "--store", c.storeURL, "--members", "3", "--version", e2eVersion); err == nil || !strings.Contains(out, "torn down") {
+		t.Errorf("seed without --force on a torn-down store: %v\n%s", err, out)
+	}
+}
+
+// waitUnitState waits until unit is in state on h.
+func waitUnitState(t *testing.T, h *harness.Host, unit, state string, timeout time.Duration) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if got = strings.TrimSpace(h.MustExec(t, "systemctl", "show", "-p", "ActiveState", "--value", unit)); got == state {
+			return
+		}
+	}
+	t.Fatalf("%s: %s is %s, not %s, after %v\n%s", h.Name(), unit, got, state, timeout, journal(t, h))
+}
