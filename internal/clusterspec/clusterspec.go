@@ -243,12 +243,7 @@ func SetSpec(ctx context.Context, st store.Store, members int32, version string)
 	return c, warnings, nil
 }
 
-func casOn(etag string) store.PutOptions {
-	if etag == "" {
-		return store.PutOptions{IfNoneMatch: true}
-	}
-	return store.PutOptions{IfMatch: etag}
-}
+func casOn(etag string) store.PutOptions { return store.Since(etag) }
 
 // Settings first: a spec is what makes a store "seeded".
 func write(ctx context.Context, st store.Store, c Cluster, specOpts, setOpts store.PutOptions) error {

@@ -182,19 +182,11 @@ func Latest(ctx context.Context, st store.Store) (*Record, error) {
 
 func save(ctx context.Context, st store.Store, r Record, etag string, now time.Time) (string, error) {
 	r.Updated = now.UTC()
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	opts := store.PutOptions{IfMatch: etag}
-	if etag == "" {
-		opts = store.PutOptions{IfNoneMatch: true}
-	}
-	info, err := store.PutBytes(ctx, st, recordPrefix+r.Command+".json", b, opts)
+	tag, err := store.PutJSON(ctx, st, recordPrefix+r.Command+".json", r, store.Since(etag))
 	if err != nil {
 		return "", fmt.Errorf("recovery: record %s: %w", r.Command, err)
 	}
-	return info.ETag, nil
+	return tag, nil
 }
 
 func newToken(name string) (string, error) {

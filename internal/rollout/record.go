@@ -113,20 +113,12 @@ func Load(ctx context.Context, st store.Store) (*Record, string, error) {
 // was none).
 func Save(ctx context.Context, st store.Store, r Record, etag string, now time.Time) (string, error) {
 	r.Updated = now.UTC()
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	opts := store.PutOptions{IfMatch: etag}
-	if etag == "" {
-		opts = store.PutOptions{IfNoneMatch: true}
-	}
-	info, err := store.PutBytes(ctx, st, RecordKey, b, opts)
+	tag, err := store.PutJSON(ctx, st, RecordKey, r, store.Since(etag))
 	if errors.Is(err, store.ErrPrecondition) {
 		return "", fmt.Errorf("rollout: %w", ErrConflict)
 	}
 	if err != nil {
 		return "", fmt.Errorf("rollout: write %s: %w", RecordKey, err)
 	}
-	return info.ETag, nil
+	return tag, nil
 }

@@ -7,6 +7,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -69,6 +70,29 @@ type PutOptions struct {
 // PutBytes is Put for a small in-memory object.
 func PutBytes(ctx context.Context, s Store, key string, b []byte, opts PutOptions) (Info, error) {
 	return s.Put(ctx, key, bytes.NewReader(b), opts)
+}
+
+// Since makes a compare-and-swap on what was read: the write succeeds only
+// if the object still has etag, or, with etag "", does not exist yet.
+func Since(etag string) PutOptions {
+	if etag == "" {
+		return PutOptions{IfNoneMatch: true}
+	}
+	return PutOptions{IfMatch: etag}
+}
+
+// PutJSON writes v as indented JSON under key with opts and returns the
+// new ETag.
+func PutJSON(ctx context.Context, s Store, key string, v any, opts PutOptions) (string, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", key, err)
+	}
+	info, err := PutBytes(ctx, s, key, b, opts)
+	if err != nil {
+		return "", err
+	}
+	return info.ETag, nil
 }
 
 // GetBytes reads a small object whole, refusing anything over limit bytes.

@@ -20,10 +20,7 @@ import (
 func TestClusterRestore(t *testing.T) {
 	c := newCluster(t, 3)
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	var hosts []*harness.Host
-	for _, n := range names {
-		hosts = append(hosts, c.boot(t, n))
-	}
+	hosts, _ := c.bootAll(t, names)
 	a := hosts[0]
 	waitHealthy(t, a, names, 3*time.Minute)
 	ctl := func(args ...string) string {
@@ -79,7 +76,7 @@ func waitRestored(t *testing.T, h *harness.Host, timeout time.Duration) {
 	var last string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, errOut, _ := h.Exec(t, ctx, "sh", "-c", `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm status -o json --units=false --dial-timeout 2s --store "$ETCDADM_STORE"`)
+		out, errOut, _ := storeStatus(t, ctx, h, "-o", "json")
 		cancel()
 		var s struct {
 			Versions struct {
@@ -103,10 +100,7 @@ func waitRestored(t *testing.T, h *harness.Host, timeout time.Duration) {
 func TestTeardown(t *testing.T) {
 	c := newCluster(t, 3)
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	var hosts []*harness.Host
-	for _, n := range names {
-		hosts = append(hosts, c.boot(t, n))
-	}
+	hosts, _ := c.bootAll(t, names)
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
 	if out, err := c.adm(t, "teardown", "--yes", "--store", c.storeURL); err != nil {
 		t.Fatalf("etcdadm teardown: %v\n%s", err, out)

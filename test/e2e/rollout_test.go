@@ -26,13 +26,7 @@ func TestRollingVersions(t *testing.T) {
 	vs := testenv.EtcdVersions()
 	c := newClusterWith(t, clusterOptions{members: 3, version: vs[0], versions: vs})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	var hosts []*harness.Host
-	var eps []string
-	for _, n := range names {
-		h := c.boot(t, n)
-		hosts = append(hosts, h)
-		eps = append(eps, "https://"+h.IP().String()+":2379")
-	}
+	hosts, eps := c.bootAll(t, names)
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
 	load := startClientLoad(t, c, eps)
 	for _, to := range []string{vs[1], vs[2], vs[1], vs[0]} {
@@ -78,6 +72,20 @@ type rolloutStatus struct {
 	} `json:"versions"`
 }
 
+// storeStatus runs etcdadm status on h as an operator there would, with
+// the host's store settings and credentials.
+func storeStatus(t *testing.T, ctx context.Context, h *harness.Host, args ...string) (string, string, error) {
+	script := `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm status --units=false --dial-timeout 2s --store "$ETCDADM_STORE" "$@"`
+	return h.Exec(t, ctx, append([]string{"sh", "-c", script, "status"}, args...)...)
+}
+
+// bootAll boots the masters named and returns them with their client URLs.
+func (c *cluster) bootAll(t *testing.T, names []string) ([]*harness.Host, []string) {
+	t.Helper()
+	hosts, eps := c.bootAll(t, names)
+	return hosts, eps
+}
+
 // waitRolled waits until every member runs want, the cluster version
 // moved, and the rollout says done, as etcdadm status on a host shows it.
 func waitRolled(t *testing.T, hosts []*harness.Host, want string, timeout time.Duration) {
@@ -85,7 +93,7 @@ func waitRolled(t *testing.T, hosts []*harness.Host, want string, timeout time.D
 	var last string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, errOut, _ := hosts[0].Exec(t, ctx, "sh", "-c", `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm status -o json --units=false --dial-timeout 2s --store "$ETCDADM_STORE"`)
+		out, errOut, _ := storeStatus(t, ctx, hosts[0], "-o", "json")
 		cancel()
 		var s rolloutStatus
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
@@ -126,13 +134,7 @@ func TestRolloutSurvivesCrashes(t *testing.T) {
 		env:   map[string]string{"ETCDADM_SWITCH_HEALTH_TIMEOUT": "40s"},
 		binds: []harness.Bind{{Source: brokenRelease(t, broken), Target: "/opt/etcd/v" + broken, ReadOnly: true}}})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	var hosts []*harness.Host
-	var eps []string
-	for _, n := range names {
-		h := c.boot(t, n)
-		hosts = append(hosts, h)
-		eps = append(eps, "https://"+h.IP().String()+":2379")
-	}
+	hosts, eps := c.bootAll(t, names)
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
 	load := startClientLoad(t, c, eps)
 	if out, err := c.adm(t, "upgrade", "--to", to, "--store", c.storeURL); err != nil {
@@ -220,7 +222,7 @@ func waitStatus(t *testing.T, h *harness.Host, want string, timeout time.Duratio
 	var out string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, _, _ = h.Exec(t, ctx, "sh", "-c", `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm status --units=false --dial-timeout 2s --store "$ETCDADM_STORE"`)
+		out, _, _ = storeStatus(t, ctx, h)
 		cancel()
 		if strings.Contains(out, want) {
 			return out

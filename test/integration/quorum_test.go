@@ -8,7 +8,6 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
-	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
@@ -19,17 +18,7 @@ import (
 // every write it acknowledged before the loss.
 func TestRecoverFromOneMember(t *testing.T) {
 	v := testenv.EtcdVersions()[1]
-	dir := t.TempDir()
-	st, err := filestore.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "file://" + dir
-	for _, args := range [][]string{{"seed", "--members", "3", "--version", v}, {"pki", "init"}} {
-		if r := runBin(t, nil, "etcdadm", append(args, "--store", url)...); r.code != 0 {
-			t.Fatalf("%v: %s", args, r.stderr)
-		}
-	}
+	st, dir, url := seededByCLI(t, v)
 	hosts := foundAt(t, st, v)
 	a := hosts[0]
 	certs := []string{"--cacert", filepath.Join(a.PKIDir(), "ca.crt"), "--cert", filepath.Join(a.PKIDir(), "client.crt"), "--key", filepath.Join(a.PKIDir(), "client.key")}

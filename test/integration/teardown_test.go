@@ -11,6 +11,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 	"github.com/etcdadm/etcdadm-immutable/test/localcluster"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
@@ -24,18 +25,7 @@ import (
 // fresh host) until 'seed --force', which founds a new, empty cluster.
 func TestControlFilesLostThenTeardown(t *testing.T) {
 	v := testenv.EtcdVersions()[1]
-	dir := t.TempDir()
-	st, err := filestore.New(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "file://" + dir
-	if r := runBin(t, nil, "etcdadm", "seed", "--store", url, "--members", "3", "--version", v); r.code != 0 {
-		t.Fatalf("seed: %s", r.stderr)
-	}
-	if r := runBin(t, nil, "etcdadm", "pki", "init", "--store", url); r.code != 0 {
-		t.Fatalf("pki init: %s", r.stderr)
-	}
+	st, dir, url := seededByCLI(t, v)
 	hosts := foundAt(t, st, v)
 	cli := clientFor(t, hosts[0], hosts...)
 	if _, err := cli.Put(ctxT(t), "/old", "data"); err != nil {
@@ -48,7 +38,7 @@ func TestControlFilesLostThenTeardown(t *testing.T) {
 		st.Delete(ctxT(t), k)
 	}
 	before, beforeHost := hashDir(t, dir), hostTree(t, hosts[0].Cfg.Root)
-	_, err = hosts[0].join(t)
+	_, err := hosts[0].join(t)
 	if !errors.Is(err, member.ErrControlLost) || !strings.Contains(err.Error(), "seed --force") {
 		t.Fatalf("member join on a store without its spec: %v", err)
 	}
@@ -127,3 +117,21 @@ func clusterID(t *testing.T, hosts []*host) uint64 {
 }
 
 func equalTrees(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// seededByCLI is a directory store seeded for 3 members of version v and
+// given a CA by etcdadm itself.
+func seededByCLI(t *testing.T, v string) (st store.Store, dir, url string) {
+	t.Helper()
+	dir = t.TempDir()
+	st, err := filestore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url = "file://" + dir
+	for _, args := range [][]string{{"seed", "--members", "3", "--version", v}, {"pki", "init"}} {
+		if r := runBin(t, nil, "etcdadm", append(args, "--store", url)...); r.code != 0 {
+			t.Fatalf("etcdadm %v: %s", args, r.stderr)
+		}
+	}
+	return st, dir, url
+}

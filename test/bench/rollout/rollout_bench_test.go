@@ -194,18 +194,17 @@ func switchers(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	return ph.list, errors.Join(errs...)
 }
 
-// fullDump is etcd-manager's stopForUpgrade and restoreBackupAndLiftQuarantine
-// without the waits between its reconcile cycles, every stop a SIGKILL as
-// there: a backup; quarantine
-// (every member restarted with its client URL on another port, so clients
-// cannot write); a second backup; every member stopped; a new cluster at
-// the new version (fresh data, new token, still quarantined); the backup
-// restored into a temporary member of the old version and every key copied
-// into the new cluster with plain Puts (revisions restart, leases are
-// lost); quarantine lifted (every member restarted on its client port).
-// A lower bound: etcd-manager moves on as soon as a step is done but sleeps
-// 10 s when a cycle finds a member not yet healthy, and gzips and uploads
-// its backups.
+// fullDump is etcd-manager's stopForUpgrade and
+// restoreBackupAndLiftQuarantine, every stop a SIGKILL as there: a backup;
+// quarantine (every member restarted with its client URL on another port,
+// so clients cannot write); a second backup; every member stopped; a new
+// cluster at the new version (fresh data, new token, still quarantined);
+// the backup restored into a temporary member of the old version and every
+// key copied into the new cluster with plain Puts (revisions restart,
+// leases are lost); quarantine lifted (every member restarted on its client
+// port). A lower bound: etcd-manager moves on at once after a step that
+// made progress but sleeps 10 s when a cycle finds a member not yet
+// healthy, and it gzips and uploads its backups.
 func fullDump(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	ph := newPhases()
 	dir := b.TempDir()
@@ -277,10 +276,9 @@ func fullDump(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	return ph.list, nil
 }
 
-// inPlace is etcd-manager's upgradeInPlace without the waits between its
-// reconcile cycles (a lower bound, as for fullDump): a backup, then one
-// member per cycle killed and started on the new binary with its data, the
-// next once every member is healthy.
+// inPlace is etcd-manager's upgradeInPlace (a lower bound, as fullDump):
+// a backup, then one member per cycle killed and started on the new binary
+// with its data, the next once every member is healthy.
 func inPlace(ctx context.Context, b *testing.B, c *cluster) ([]phase, error) {
 	ph := newPhases()
 	if err := saveSnapshot(ctx, c.tls, c.hosts[0].ClientURL(), filepath.Join(b.TempDir(), "backup.db")); err != nil {
