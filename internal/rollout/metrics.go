@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
@@ -20,7 +21,7 @@ func WriteMetrics(ctx context.Context, path string, st store.Store, out Outcome,
 	}
 	var b bytes.Buffer
 	gauge := func(name, help, labels string, v float64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %g\n", name, help, name, name, labels, v)
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %s\n", name, help, name, name, labels, strconv.FormatFloat(v, 'g', -1, 64))
 	}
 	b2f := func(ok bool) float64 {
 		if ok {
