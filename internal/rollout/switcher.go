@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,6 +89,9 @@ type switcher struct {
 // timeout passes, or a member fails (ErrStopped).
 func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	cfg.defaults()
+	if idle, err := quietlyIdle(ctx, cfg, d); err != nil || idle {
+		return Outcome{Idle: idle}, err
+	}
 	s, err := member.Open(ctx, cfg.Member, d.Deps)
 	if err != nil {
 		return Outcome{}, err
@@ -112,6 +116,34 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 		case <-time.After(cfg.Poll):
 		}
 	}
+}
+
+// quietlyIdle answers the common case from two small reads, without
+// connecting to etcd or reading the CA and the peer registry: the spec
+// names the version this host runs, the last rollout to it is done, and
+// no switch is in flight here. A timer run then costs two GETs.
+func quietlyIdle(ctx context.Context, cfg Config, d Deps) (bool, error) {
+	if _, err := os.Stat(cfg.StateFile); err == nil {
+		return false, nil
+	}
+	cl, err := clusterspec.Load(ctx, d.Store)
+	if err != nil {
+		return false, err
+	}
+	cur, err := etcdbin.HostDir(cfg.Member.Root).Current()
+	if err != nil || cur.String() != cl.Spec.EtcdVersion {
+		return false, nil
+	}
+	rec, _, err := Load(ctx, d.Store)
+	if err != nil || rec == nil || rec.State != Done || rec.Target != cl.Spec.EtcdVersion {
+		return false, err
+	}
+	msg := fmt.Sprintf("rollout %s done: this host runs etcd %s", pathString(rec.Path), cur)
+	if d.Status != nil {
+		d.Status(msg)
+	}
+	d.Log.Debug(msg)
+	return true, nil
 }
 
 func (w *switcher) status(msg string, args ...any) {
