@@ -144,7 +144,7 @@ func (p plan) butane() ([]byte, error) {
 	for _, n := range append(units.Enabled(), p.enable...) {
 		enabled[n] = true
 	}
-	yes := true
+	yes, no := true, false
 	for _, n := range units.Names() {
 		b, err := units.Read(n)
 		if err != nil {
@@ -158,6 +158,12 @@ func (p plan) butane() ([]byte, error) {
 		if enabled[n] {
 			u.Enabled = &yes
 			delete(enabled, n)
+		} else {
+			// Explicitly disabled: a distribution whose preset default is
+			// "enable *" (Debian, our test hosts) would otherwise enable
+			// etcd.service or a DNS registrar without a DNS suffix, which
+			// then crash-loops.
+			u.Enabled = &no
 		}
 		c.Systemd.Units = append(c.Systemd.Units, u)
 	}
