@@ -9,7 +9,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${ETCDADM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcdadm}
 version=${DEMO_ETCD_VERSION:-3.6.16}
 etcd_dir="$cache/etcd/v$version"
-bin="$top/bin"
+bin=${ETCDADM_BIN:-$top/bin}
 demo=${DEMO_DIR:-$(mktemp -d /tmp/etcdadm-demo.XXXXXX)}
 port_client=${DEMO_CLIENT_PORT:-42379}
 port_peer=${DEMO_PEER_PORT:-42380}
@@ -22,7 +22,7 @@ step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 
 etcd_pid=
-cleanup() { [ -n "$etcd_pid" ] && kill "$etcd_pid" 2>/dev/null && wait "$etcd_pid" 2>/dev/null; true; }
+cleanup() { if [ -n "$etcd_pid" ]; then kill "$etcd_pid" 2>/dev/null || true; wait "$etcd_pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
 
 step "PKI: a CA, a server and a client certificate (ECDSA P-256) in $demo/pki"
