@@ -82,7 +82,13 @@ func storeStatus(t *testing.T, ctx context.Context, h *harness.Host, args ...str
 // bootAll boots the masters named and returns them with their client URLs.
 func (c *cluster) bootAll(t *testing.T, names []string) ([]*harness.Host, []string) {
 	t.Helper()
-	hosts, eps := c.bootAll(t, names)
+	var hosts []*harness.Host
+	var eps []string
+	for _, n := range names {
+		h := c.boot(t, n)
+		hosts = append(hosts, h)
+		eps = append(eps, "https://"+h.IP().String()+":2379")
+	}
 	return hosts, eps
 }
 
