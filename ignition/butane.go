@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/units"
 )
 
@@ -86,7 +87,8 @@ func (m mode) MarshalYAML() (any, error) {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: fmt.Sprintf("0%o", int(m))}, nil
 }
 
-var root = &nodeID{ID: 0}
+// root is the root user or group, for a file's owner.
+func root() *nodeID { return &nodeID{ID: 0} }
 
 // sysusers creates the etcd user and group: Ignition cannot add users to
 // a running system, systemd-sysusers can (before systemd-tmpfiles-setup).
@@ -126,7 +128,7 @@ func (p plan) butane() ([]byte, error) {
 			envFile("This host's own settings (etcdadm render --name/--host/--ip).", p.hostEnv)))
 	}
 	cred := inlineFile(CredentialsFile, 0o600, p.credentials)
-	cred.User, cred.Group = root, root
+	cred.User, cred.Group = root(), root()
 	st.Files = append(st.Files, cred,
 		inlineFile(SysusersFile, 0o644, sysusers),
 		inlineFile(TmpfilesFile, 0o644, tmpfiles))
@@ -197,30 +199,7 @@ func envFile(comment string, vars []envVar) string {
 	var b strings.Builder
 	b.WriteString("# " + comment + "\n")
 	for _, v := range vars {
-		b.WriteString(v.key + "=" + quoteEnv(v.value) + "\n")
+		b.WriteString(envfile.Line(v.key, v.value))
 	}
-	return b.String()
-}
-
-func quoteEnv(v string) string {
-	safe := v != ""
-	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./:,@%+=-", r)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return v
-	}
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range v {
-		if strings.ContainsRune("\\\"`$", r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('"')
 	return b.String()
 }

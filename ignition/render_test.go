@@ -467,17 +467,3 @@ func TestParseSums(t *testing.T) {
 		t.Errorf("conflicting hashes accepted")
 	}
 }
-
-func TestQuoteEnv(t *testing.T) {
-	for in, want := range map[string]string{
-		"file:///var/lib/etcdadm/store":             "file:///var/lib/etcdadm/store",
-		"10.0.0.1,2001:db8::1":                      "10.0.0.1,2001:db8::1",
-		"s3://b/p?endpoint=https://h:9000&region=r": `"s3://b/p?endpoint=https://h:9000&region=r"`,
-		`a "b" $c \d`:                               `"a \"b\" \$c \\d"`,
-		"":                                          `""`,
-	} {
-		if got := quoteEnv(in); got != want {
-			t.Errorf("quoteEnv(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

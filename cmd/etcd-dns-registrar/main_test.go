@@ -35,6 +35,20 @@ func TestDeps(t *testing.T) {
 // The binary end to end: DNS suffix from the store's settings, hosts
 // provider under --root, metrics, clean exit on SIGTERM.
 func TestBinaryHosts(t *testing.T) {
+	testBinaryHosts(t, "ETCDADM_ADDRESS=10.1.2.3", "10.1.2.3")
+}
+
+// The address 'etcdadm render --ip' gives member join (ETCDADM_IPS in
+// host.env, which the unit reads) is the one the registrar publishes, not
+// whatever address the test machine has.
+func TestBinaryPublishesETCDADMIPS(t *testing.T) {
+	testBinaryHosts(t, "ETCDADM_IPS=10.0.0.12,2001:db8::12", "10.0.0.12")
+}
+
+// testBinaryHosts runs the registrar with addrEnv and waits for etcd-a to
+// resolve to want in the hosts file and in its store record.
+func testBinaryHosts(t *testing.T, addrEnv, want string) {
+	t.Helper()
 	dir := t.TempDir()
 	bin := buildBinary(t)
 	storeDir, root := filepath.Join(dir, "store"), filepath.Join(dir, "root")
@@ -58,7 +72,7 @@ func TestBinaryHosts(t *testing.T) {
 		"PATH=" + os.Getenv("PATH"),
 		"ETCDADM_STORE=file://" + storeDir,
 		"ETCDADM_MEMBER_NAME=etcd-a",
-		"ETCDADM_ADDRESS=10.1.2.3",
+		addrEnv,
 		"ETCDADM_ROOT=" + root,
 		"ETCDADM_DNS_INTERVAL=100ms",
 		"ETCDADM_DNS_METRICS_FILE=" + metrics,
@@ -93,7 +107,7 @@ func TestBinaryHosts(t *testing.T) {
 	for {
 		h, _ := os.ReadFile(filepath.Join(root, "etc", "hosts"))
 		m, _ := os.ReadFile(metrics)
-		if strings.Contains(string(h), "10.1.2.3\tetcd-a.c.test\n") && strings.Contains(string(m), "etcdadm_dns_degraded 0") {
+		if strings.Contains(string(h), want+"\tetcd-a.c.test\n") && strings.Contains(string(m), "etcdadm_dns_degraded 0") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -101,8 +115,8 @@ func TestBinaryHosts(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := os.Stat(filepath.Join(storeDir, "etcdadm", "dns", "etcd-a.json")); err != nil {
-		t.Errorf("no registry entry: %v", err)
+	if rec, err := os.ReadFile(filepath.Join(storeDir, "etcdadm", "dns", "etcd-a.json")); err != nil || !strings.Contains(string(rec), `"`+want+`"`) {
+		t.Errorf("registry entry %s, %v; want it to hold %s", rec, err, want)
 	}
 }
 

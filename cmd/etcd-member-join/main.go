@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,14 +35,7 @@ that loses quorum. Safe to re-run at any point. Exit codes: 0 done or standby,
 1 failed, 2 bad configuration.`
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-member-join:", err)
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(1)
-	}
+	os.Exit(cliflags.Run(newApp(), os.Args, nil))
 }
 
 // newApp is the command: the boot run as its action, reconcile as a

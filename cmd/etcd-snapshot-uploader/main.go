@@ -63,15 +63,7 @@ func main() {
 		Action:          run,
 		HideHelpCommand: true,
 	}
-	if err := app.Run(os.Args); err != nil {
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			fmt.Fprintln(os.Stderr, "etcd-snapshot-uploader:", err)
-			os.Exit(ec.ExitCode())
-		}
-		fmt.Fprintln(os.Stderr, "etcd-snapshot-uploader:", err)
-		os.Exit(exitConfig)
-	}
+	os.Exit(cliflags.Run(app, os.Args, cliflags.Always(exitConfig)))
 }
 
 func run(c *cli.Context) error {

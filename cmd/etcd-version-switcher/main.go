@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -56,13 +55,16 @@ func main() {
 		Action:          run,
 		HideHelpCommand: true,
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-version-switcher:", err)
-		if errors.Is(err, rollout.ErrStopped) {
-			os.Exit(3)
-		}
-		os.Exit(1)
+	os.Exit(cliflags.Run(app, os.Args, exitCode))
+}
+
+// exitCode tells a stopped rollout (3: someone must look) from any other
+// failure (1: the timer runs it again).
+func exitCode(err error) int {
+	if errors.Is(err, rollout.ErrStopped) {
+		return 3
 	}
+	return 1
 }
 
 func run(c *cli.Context) error {

@@ -4,22 +4,14 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	sd "github.com/coreos/go-systemd/v22/dbus"
-	"github.com/godbus/dbus/v5"
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
-	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
-	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 	"github.com/etcdadm/etcdadm-immutable/internal/volume"
@@ -62,13 +54,13 @@ func main() {
 		&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_VOLUME_NAME"}, Usage: "local: this host's member name"},
 		&cli.StringFlag{Name: "device", EnvVars: []string{"ETCDADM_VOLUME_DEVICE"}, Usage: "local: the data device (/dev/vdb, /dev/disk/by-label/..., /dev/disk/by-partlabel/...)"},
 		&cli.StringFlag{Name: "volumes", EnvVars: []string{"ETCDADM_VOLUMES"}, Usage: "pool: volume names, comma separated (default: etcd-a, etcd-b, ... for the spec's memberCount)"},
-		&cli.StringFlag{Name: "driver", Value: "loopfile", EnvVars: []string{"ETCDADM_VOLUME_DRIVER"}, Usage: "pool: how volumes are attached: loopfile"},
+		&cli.StringFlag{Name: "driver", Value: volume.DriverLoopfile, EnvVars: []string{"ETCDADM_VOLUME_DRIVER"}, Usage: "pool: how volumes are attached: loopfile"},
 		&cli.StringFlag{Name: "loopfile-dir", Value: "/var/lib/etcdadm/volumes", EnvVars: []string{"ETCDADM_LOOPFILE_DIR"}, Usage: "loopfile: directory (shared by all hosts) of the <volume>.img files"},
 		&cli.StringFlag{Name: "size", Value: "8G", EnvVars: []string{"ETCDADM_VOLUME_SIZE"}, Usage: "loopfile: size of new images (K, M, G, T suffixes, powers of 1024); smaller ones are grown"},
 		&cli.DurationFlag{Name: "lease", Value: volume.DefaultLease, EnvVars: []string{"ETCDADM_VOLUME_LEASE"}, Usage: "pool: how long a claim lasts without renewal (etcd-volume-renew.timer renews every 40s: keep it at 2m or more)"},
 		&cli.StringFlag{Name: "host-id", EnvVars: []string{"ETCDADM_HOST_ID"}, Usage: "pool: this host's id in claims (default: /etc/machine-id, else the hostname)"},
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path (tests)"},
-		&cli.StringFlag{Name: "mounter", Value: "systemd", EnvVars: []string{"ETCDADM_MOUNTER"}, Usage: "systemd (a transient var-lib-etcd.mount over D-Bus) or plain (mount(2) in this process's namespace)"},
+		&cli.StringFlag{Name: "mounter", Value: volume.MounterSystemd, EnvVars: []string{"ETCDADM_MOUNTER"}, Usage: "systemd (a transient var-lib-etcd.mount over D-Bus) or plain (mount(2) in this process's namespace)"},
 		&cli.BoolFlag{Name: "wait", Value: true, EnvVars: []string{"ETCDADM_VOLUME_WAIT"}, Usage: "pool: when every volume is held, wait (up to --timeout) for the first lease to run out; --wait=false exits 4 at once"},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_VOLUME_TIMEOUT"}, Usage: "give up after this long (store failures are retried until then)"},
 		cliflags.LogLevel(),
@@ -78,180 +70,67 @@ func main() {
 		Usage:       "give this host its member identity and mount its data volume",
 		Description: description,
 		Flags:       flags,
-		Action:      attach,
+		Action:      action(false),
 		Commands: []*cli.Command{{
 			Name:   "renew",
 			Usage:  "renew this host's pool lease (from etcd-volume-renew.timer)",
 			Flags:  flags,
-			Action: renew,
+			Action: action(true),
 		}},
 		HideHelpCommand: true,
 	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-volume-attach:", err)
-		var ec cli.ExitCoder
-		if errors.As(err, &ec) {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(exitConfig)
-	}
+	os.Exit(cliflags.Run(app, os.Args, cliflags.Always(exitConfig)))
 }
 
-func config(c *cli.Context) volume.Config {
-	cfg := volume.Config{
-		Provider: c.String("provider"),
-		Name:     c.String("name"),
-		Device:   c.String("device"),
-		Lease:    c.Duration("lease"),
-		HostID:   c.String("host-id"),
-		Root:     c.String("root"),
+// command is the typed configuration the flags give.
+func command(c *cli.Context) volume.Command {
+	cmd := volume.Command{
+		Config: volume.Config{
+			Provider: c.String("provider"),
+			Name:     c.String("name"),
+			Device:   c.String("device"),
+			Lease:    c.Duration("lease"),
+			HostID:   c.String("host-id"),
+			Root:     c.String("root"),
+		},
+		Driver:      c.String("driver"),
+		LoopfileDir: c.String("loopfile-dir"),
+		Size:        c.String("size"),
+		Mounter:     c.String("mounter"),
+		Wait:        c.Bool("wait"),
+		Timeout:     c.Duration("timeout"),
 	}
 	for _, v := range strings.Split(c.String("volumes"), ",") {
 		if v = strings.TrimSpace(v); v != "" {
-			cfg.Volumes = append(cfg.Volumes, v)
+			cmd.Volumes = append(cmd.Volumes, v)
 		}
 	}
-	return cfg
+	return cmd
 }
 
-// setup builds the configuration and dependencies; close releases them.
-func setup(ctx context.Context, c *cli.Context, log *slog.Logger, needMount bool) (volume.Config, volume.Deps, func(), error) {
-	cfg := config(c)
-	// Store failures are retried until --timeout (Attempts 0).
-	d := volume.Deps{Log: log, WaitForFree: c.Bool("wait")}
-	closeFn := func() {}
-	if cfg.Provider == volume.ProviderPool {
-		if cfg.HostID == "" {
-			id, err := volume.HostID(cfg.Root)
-			if err != nil {
-				return cfg, d, closeFn, cli.Exit(err, exitConfig)
-			}
-			cfg.HostID = id
-		}
-		if c.String("store") == "" {
-			return cfg, d, closeFn, cli.Exit("--store: the pool provider needs the store", exitConfig)
-		}
-		st, err := cliflags.OpenStore(c)
-		if err != nil {
-			return cfg, d, closeFn, cli.Exit(err, exitConfig)
-		}
-		d.Store = st
-		if len(cfg.Volumes) == 0 && !needMount {
-			// renew: the volume identity.env names; no need to read the
-			// spec (the store may be unreachable: renew must still be
-			// able to decide to fence).
-			if v, err := volume.IdentityVolume(cfg.Root); err == nil {
-				cfg.Volumes = []string{v}
+// action is attach, or renew: the pool provider gets the store.
+func action(renew bool) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		cmd := command(c)
+		var st store.Store
+		if cmd.Provider == volume.ProviderPool && c.String("store") != "" {
+			var err error
+			if st, err = cliflags.OpenStore(c); err != nil {
+				return cli.Exit(err, exitConfig)
 			}
 		}
-		if len(cfg.Volumes) == 0 {
-			spec, err := clusterspec.Load(ctx, st)
-			if err != nil {
-				return cfg, d, closeFn, cli.Exit(fmt.Errorf("--volumes not given and the spec could not be read: %w", err), storeCode(err))
-			}
-			cfg.Volumes = volume.Names(int(spec.Spec.MemberCount))
+		run, component := cmd.Attach, "volume-attach"
+		if renew {
+			run, component = cmd.Renew, "volume-renew"
 		}
-		switch c.String("driver") {
-		case "loopfile":
-			size, err := parseSize(c.String("size"))
-			if err != nil {
-				return cfg, d, closeFn, cli.Exit(fmt.Errorf("--size: %w", err), exitConfig)
-			}
-			if size < minSize {
-				return cfg, d, closeFn, cli.Exit(fmt.Sprintf("--size %s: at least 256M (etcd preallocates its WAL in 64 MiB files, two at a time)", c.String("size")), exitConfig)
-			}
-			d.Driver = &volume.Loopfile{Dir: c.String("loopfile-dir"), Size: size, Log: log}
-		default:
-			return cfg, d, closeFn, cli.Exit(fmt.Sprintf("--driver %q: want loopfile", c.String("driver")), exitConfig)
+		if err := run(c.Context, st, cliflags.Logger(c).With("component", component)); err != nil {
+			return cli.Exit(err, code(err))
 		}
+		return nil
 	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, d, closeFn, cli.Exit(err, exitConfig)
-	}
-	if !needMount || cfg.Provider == volume.ProviderNone {
-		return cfg, d, closeFn, nil
-	}
-	switch c.String("mounter") {
-	case "plain":
-		d.Mounter = volume.PlainMounter{}
-	case "systemd":
-		conn, err := sd.NewSystemConnectionContext(ctx)
-		if err != nil {
-			return cfg, d, closeFn, cli.Exit(fmt.Errorf("systemd: connect to the system bus: %w", err), exitFailed)
-		}
-		d.Mounter = &volume.SystemdMounter{Conn: conn}
-		closeFn = conn.Close
-	default:
-		return cfg, d, closeFn, cli.Exit(fmt.Sprintf("--mounter %q: want systemd or plain", c.String("mounter")), exitConfig)
-	}
-	return cfg, d, closeFn, nil
 }
 
-func attach(c *cli.Context) error {
-	log := cliflags.Logger(c).With("component", "volume-attach")
-	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
-	defer cancel()
-	cfg, d, closeFn, err := setup(ctx, c, log, true)
-	defer closeFn()
-	if err != nil {
-		return err
-	}
-	if _, err := volume.Attach(ctx, cfg, d); err != nil {
-		log.Error("attach failed", "err", err)
-		return cli.Exit(err, code(err))
-	}
-	return nil
-}
-
-func renew(c *cli.Context) error {
-	log := cliflags.Logger(c).With("component", "volume-renew")
-	// A renewal that hangs on an unreachable store must end within half a
-	// renewal interval, so the next one can still fence before the lease
-	// runs out.
-	ctx, cancel := context.WithTimeout(c.Context, min(c.Duration("timeout"), volume.RenewEvery(c.Duration("lease"))/2))
-	defer cancel()
-	cfg, d, closeFn, err := setup(ctx, c, log, false)
-	defer closeFn()
-	if err != nil {
-		return err
-	}
-	claim, err := volume.Renew(ctx, cfg, d)
-	switch {
-	case err != nil:
-		log.Error("renew failed", "err", err)
-		if fence, reason := volume.MustFence(cfg, err, time.Now()); fence {
-			if ferr := fenceHost(context.WithoutCancel(ctx), reason, log); ferr != nil {
-				log.Error("fencing incomplete: stop etcd and unmount /var/lib/etcd by hand", "err", ferr)
-			}
-		}
-		return cli.Exit(err, code(err))
-	case claim == nil:
-		log.Debug("nothing to renew")
-	default:
-		log.Info("lease renewed", "volume", claim.Volume, "expires", claim.Expires, "generation", claim.Generation)
-	}
-	return nil
-}
-
-// fenceHost stops etcd and the volume's mount over D-Bus.
-func fenceHost(ctx context.Context, reason string, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	m, err := systemd.New(ctx, "")
-	if err != nil {
-		return err
-	}
-	defer m.Conn.Close()
-	return volume.Fence(ctx, func(ctx context.Context, unit string) error {
-		err := (&systemd.Manager{Conn: m.Conn, Unit: unit}).Stop(ctx)
-		var de dbus.Error
-		if errors.As(err, &de) && de.Name == "org.freedesktop.systemd1.NoSuchUnit" {
-			return nil // not installed on this host: nothing to stop
-		}
-		return err
-	}, reason, log)
-}
-
+// code is the exit code for err (see the description).
 func code(err error) int {
 	switch {
 	case errors.Is(err, volume.ErrConfig):
@@ -260,35 +139,9 @@ func code(err error) int {
 		return exitHeld
 	case errors.Is(err, volume.ErrInUse), errors.Is(err, volume.ErrNotExt4):
 		return exitInUse
-	}
-	return storeCode(err)
-}
-
-func storeCode(err error) int {
-	if errors.Is(err, volume.ErrStore) || errors.Is(err, store.ErrUnreachable) ||
-		errors.Is(err, store.ErrAccessDenied) || errors.Is(err, store.ErrNoBucket) {
+	case errors.Is(err, volume.ErrStore), errors.Is(err, store.ErrUnreachable),
+		errors.Is(err, store.ErrAccessDenied), errors.Is(err, store.ErrNoBucket):
 		return exitStore
 	}
 	return exitFailed
-}
-
-// minSize is the smallest volume etcd runs on: a 64 MiB WAL file, the
-// next one preallocated, and the database.
-const minSize = 256 << 20
-
-// parseSize reads 8G, 512M, 1T or plain bytes (powers of 1024).
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(strings.ToUpper(s))
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		if i := strings.IndexByte("KMGT", s[n-1]); i >= 0 {
-			mult = int64(1) << (10 * (i + 1))
-			s = s[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v <= 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("%q: want a positive size such as 8G", s)
-	}
-	return v * mult, nil
 }

@@ -3,10 +3,7 @@
 package main
 
 import (
-	"fmt"
 	"os"
-
-	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/adm"
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
@@ -15,11 +12,5 @@ import (
 func main() {
 	cliflags.LoadHostEnv("/etc/etcdadm/etcdadm.env")
 	app := adm.App(os.Stdout)
-	if err := app.Run(adm.Interspersed(app, os.Args)); err != nil {
-		fmt.Fprintln(os.Stderr, "etcdadm:", err)
-		if ec, ok := err.(cli.ExitCoder); ok {
-			os.Exit(ec.ExitCode())
-		}
-		os.Exit(1)
-	}
+	os.Exit(cliflags.Run(app, adm.Interspersed(app, os.Args), nil))
 }

@@ -144,7 +144,7 @@ func backupNow(c *cli.Context) error {
 		return err
 	}
 	defer cli3.Close()
-	cfg := uploader.Config{Endpoint: ecfg.Endpoints[0], AnyMember: true, SkipPrune: true, StaleAfter: time.Hour, Retention: backup.DefaultPolicy}
+	cfg := uploader.Config{Endpoint: ecfg.Endpoints[0], AnyMember: true, SkipPrune: true, StaleAfter: time.Hour, Retention: backup.DefaultPolicy()}
 	out, err := uploader.Run(c.Context, cfg, cli3, st, log, time.Now)
 	if err != nil {
 		return err

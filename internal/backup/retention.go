@@ -22,7 +22,7 @@ type Policy struct {
 }
 
 // DefaultPolicy is etcd-manager's (and kops') default.
-var DefaultPolicy = Policy{KeepAll: time.Hour, HourlyDays: 7, DailyDays: 90}
+func DefaultPolicy() Policy { return Policy{KeepAll: time.Hour, HourlyDays: 7, DailyDays: 90} }
 
 // Validate rejects policies that would delete more than an operator means.
 func (p Policy) Validate() error {

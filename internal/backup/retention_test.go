@@ -20,7 +20,7 @@ var now = time.Date(2026, 11, 22, 12, 30, 0, 0, time.UTC)
 func name(ago time.Duration, seq int) string { return etcdmanager.BackupName(now.Add(-ago), seq) }
 
 func TestPlanExamples(t *testing.T) {
-	p := DefaultPolicy
+	p := DefaultPolicy()
 	in := []string{
 		name(200*24*time.Hour, 1),               // too old: deleted
 		name(100*24*time.Hour, 1),               // too old: deleted
@@ -150,7 +150,7 @@ func TestPruneDeletesExactlyThePlanWithBoundedRequests(t *testing.T) {
 	stale := name(2*time.Hour+7*time.Minute, 2) // an interrupted upload: no meta
 	putBackup(t, st, stale, false)
 	mustPut(t, st, "control/etcd-cluster-spec", `{"memberCount":3,"etcdVersion":"3.6.16"}`)
-	_, wantDel := DefaultPolicy.Plan(names, now)
+	_, wantDel := DefaultPolicy().Plan(names, now)
 	lastDay := 1 // the stale one
 	for _, n := range names {
 		if tm, _, _ := etcdmanager.ParseBackupName(n); now.Sub(tm) <= 24*time.Hour {
@@ -159,7 +159,7 @@ func TestPruneDeletesExactlyThePlanWithBoundedRequests(t *testing.T) {
 	}
 
 	st.lists, st.stats = 0, 0
-	res, err := Prune(context.Background(), st, DefaultPolicy, now, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	res, err := Prune(context.Background(), st, DefaultPolicy(), now, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 )
@@ -49,16 +50,14 @@ func OpenStore(c *cli.Context) (store.Store, error) {
 // (/etc/etcdadm/etcdadm.env, written by Ignition) that are not set yet, so
 // an operator on a host need not repeat --store.
 func LoadHostEnv(path string) {
-	b, err := os.ReadFile(path)
+	vars, err := envfile.Read(path)
 	if err != nil {
-		return
+		return // not a master, or a file the units cannot read either
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if !ok || !strings.HasPrefix(k, "ETCDADM_") || os.Getenv(k) != "" {
-			continue
+	for k, v := range vars {
+		if strings.HasPrefix(k, "ETCDADM_") && os.Getenv(k) == "" {
+			os.Setenv(k, v)
 		}
-		os.Setenv(k, strings.Trim(v, `"`))
 	}
 }
 

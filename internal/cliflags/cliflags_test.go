@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,5 +63,22 @@ func TestLogLevel(t *testing.T) {
 	t.Setenv("ETCDADM_LOG_LEVEL", "loud")
 	if _, err := runWithLogLevel(t, "sub"); err == nil || !strings.Contains(err.Error(), "loud") {
 		t.Errorf("ETCDADM_LOG_LEVEL=loud: %v, want an error", err)
+	}
+}
+
+// An operator on a master need not repeat --store: etcdadm.env as render
+// writes it (quoted where needed) fills what the environment leaves unset.
+func TestLoadHostEnv(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "etcdadm.env")
+	os.WriteFile(path, []byte("# Settings every master shares\nETCDADM_STORE=\"s3://b/p?endpoint=https://h:9000&region=r\"\nETCDADM_LOG_LEVEL=debug\nOTHER=x\n"), 0o644)
+	t.Setenv("ETCDADM_STORE", "")
+	os.Unsetenv("ETCDADM_STORE")
+	t.Setenv("ETCDADM_LOG_LEVEL", "warn")
+	t.Setenv("OTHER", "")
+	LoadHostEnv(path)
+	for k, want := range map[string]string{"ETCDADM_STORE": "s3://b/p?endpoint=https://h:9000&region=r", "ETCDADM_LOG_LEVEL": "warn", "OTHER": ""} {
+		if got := os.Getenv(k); got != want {
+			t.Errorf("%s=%q, want %q", k, got, want)
+		}
 	}
 }

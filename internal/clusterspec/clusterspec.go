@@ -33,8 +33,8 @@ var (
 	ErrConflict  = errors.New("the store already holds a different cluster spec")
 )
 
-// SupportedMinors are the etcd minor versions we run in place.
-var supportedMinors = map[string]bool{"3.5": true, "3.6": true, "3.7": true}
+// supportedMinor reports whether we run etcd minor m ("3.6") in place.
+func supportedMinor(m string) bool { return m == "3.5" || m == "3.6" || m == "3.7" }
 
 var versionRE = regexp.MustCompile(`^(3\.[0-9]+)\.([0-9]+)$`)
 
@@ -129,7 +129,7 @@ func CheckVersion(v string) error {
 	if m == nil {
 		return fmt.Errorf("etcdVersion %q: not a version like 3.6.16 (no leading v)", v)
 	}
-	if !supportedMinors[m[1]] {
+	if !supportedMinor(m[1]) {
 		return fmt.Errorf("etcdVersion %q: etcd %s is not supported; use 3.5.x, 3.6.x or 3.7.x", v, m[1])
 	}
 	if _, err := strconv.Atoi(m[2]); err != nil {

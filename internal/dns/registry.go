@@ -36,8 +36,8 @@ func (r Record) Live(now time.Time) bool { return now.Before(r.Expires) }
 
 // CheckName accepts a member name usable as one DNS label.
 func CheckName(name string) error {
-	if !pki.IsDNSLabel(name) {
-		return fmt.Errorf("%w: member name %q: 1 to 63 of a-z, 0-9 and inner '-' make a DNS label", ErrInvalid, name)
+	if err := pki.CheckMemberName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

@@ -14,6 +14,9 @@ import (
 // writeEnvFile writes etcd's ETCD_* settings (0600: it names key files),
 // atomically. changed reports whether the content differs from before, so
 // a running etcd is restarted only when its settings changed.
+// Values are written as they are, not envfile.Quote'd: quoting would
+// change the file (and restart etcd) on every host with an IPv6 URL in
+// it; envfile.Read reads both forms.
 func writeEnvFile(path string, vars map[string]string, owner pki.Owner) (changed bool, err error) {
 	keys := make([]string, 0, len(vars))
 	for k := range vars {

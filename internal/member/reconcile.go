@@ -65,7 +65,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 		if healthy[victim.ID] {
 			left--
 		}
-		if need := (len(voters)-1)/2 + 1; left < need {
+		if need, ok := QuorumAfter(len(voters)-1, left); !ok {
 			return removed, fmt.Errorf("reconcile: %w: removing %s leaves %d healthy members, %d needed", ErrUnsafe, victim.Name, left, need)
 		}
 		if err := j.moveLeaderOff(ctx, cli, victim, voters, healthy); err != nil {

@@ -42,7 +42,7 @@ func Remove(ctx context.Context, cli *clientv3.Client, target string) (string, e
 				cancel()
 			}
 		}
-		if need := voters/2 + 1; healthy < need {
+		if need, ok := QuorumAfter(voters, healthy); !ok {
 			return "", fmt.Errorf("member remove: %w: without %s, %d of %d members are healthy, %d needed", ErrUnsafe, target, healthy, voters, need)
 		}
 	}

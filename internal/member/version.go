@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
-	"github.com/etcdadm/etcdadm-immutable/internal/service/process"
 )
 
 // SettingsFile holds the operator's own ETCD_* settings (tuning such as
@@ -24,13 +24,12 @@ const SettingsFile = "etc/etcdadm/etcd-settings.env"
 // version /opt/etcd/current points at (a setting that version removed is
 // translated or dropped, and the journal says which).
 func (j *joiner) versionedEnv(vars map[string]string) (map[string]string, error) {
-	extra, err := process.ReadEnvFile(filepath.Join(j.cfg.Root, SettingsFile))
+	extra, err := envfile.Read(filepath.Join(j.cfg.Root, SettingsFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("member join: %w", err)
 	}
 	out := map[string]string{}
-	for _, kv := range extra {
-		k, v, _ := strings.Cut(kv, "=")
+	for k, v := range extra {
 		if strings.HasPrefix(k, "ETCD_") {
 			out[k] = v
 		}
@@ -54,14 +53,9 @@ func (j *joiner) versionedEnv(vars map[string]string) (map[string]string, error)
 // value removes the setting). changed reports a new content.
 func RewriteEnv(cfg Config, v etcdversion.Version, set map[string]string) (changed bool, notes []string, err error) {
 	cfg.defaults()
-	lines, err := process.ReadEnvFile(cfg.EnvFile)
+	vars, err := envfile.Read(cfg.EnvFile)
 	if err != nil {
 		return false, nil, err
-	}
-	vars := map[string]string{}
-	for _, kv := range lines {
-		k, val, _ := strings.Cut(kv, "=")
-		vars[k] = val
 	}
 	for k, val := range set {
 		if val == "" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/hostaddr"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 )
@@ -60,7 +61,7 @@ func Config(c *cli.Context) (member.Config, error) {
 	}
 	for deadline := time.Now().Add(time.Minute); len(cfg.IPs) == 0 && time.Now().Before(deadline); {
 		var err error
-		if cfg.IPs, err = HostIPs(); err != nil {
+		if cfg.IPs, err = hostaddr.HostIPs(); err != nil {
 			return cfg, cli.Exit(fmt.Sprintf("reading this host's addresses: %v", err), 1)
 		}
 		if len(cfg.IPs) == 0 {
@@ -90,27 +91,4 @@ func LookupOwner(name string) (pki.Owner, error) {
 		return pki.Owner{}, fmt.Errorf("--etcd-user: %w (the user comes from sysusers.d/etcd.conf; or pass --etcd-user= to leave ownership alone)", err)
 	}
 	return owner, nil
-}
-
-// HostIPs are this host's global unicast addresses, IPv4 first: the
-// default for certificate SANs and, without a DNS suffix, for how peers
-// reach this member.
-func HostIPs() ([]net.IP, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, err
-	}
-	var v4, v6 []net.IP
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok || !ipn.IP.IsGlobalUnicast() {
-			continue
-		}
-		if ipn.IP.To4() != nil {
-			v4 = append(v4, ipn.IP)
-		} else {
-			v6 = append(v6, ipn.IP)
-		}
-	}
-	return append(v4, v6...), nil
 }

@@ -52,6 +52,16 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // 0-9 and inner '-'): what a member name must be.
 func IsDNSLabel(s string) bool { return dnsLabel.MatchString(s) }
 
+// CheckMemberName is the one rule for member names, applied by member
+// join, the DNS registrar, volume attach and render: a name is a DNS label
+// (IsDNSLabel), since it becomes NAME.<dnsSuffix> and a certificate SAN.
+func CheckMemberName(name string) error {
+	if !IsDNSLabel(name) {
+		return fmt.Errorf("member name %q: want 1 to 63 of a-z, 0-9 and inner '-' (a DNS label)", name)
+	}
+	return nil
+}
+
 func validDNSName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
@@ -98,10 +108,11 @@ type leaf struct {
 	validity time.Duration
 }
 
-var (
-	serverClient = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	clientOnly   = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-)
+func serverClient() []x509.ExtKeyUsage {
+	return []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+}
+
+func clientOnly() []x509.ExtKeyUsage { return []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} }
 
 func (r MemberRequest) leaves() []leaf {
 	v := r.Validity
@@ -112,11 +123,11 @@ func (r MemberRequest) leaves() []leaf {
 	ips := normIPs(append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, r.IPs...))
 	return []leaf{
 		// Peers dial each other, so the peer certificate is a client too.
-		{base: "peer", subject: pkix.Name{CommonName: "etcd-peer-" + r.Name}, dns: dns, ips: ips, usage: serverClient, validity: v},
+		{base: "peer", subject: pkix.Name{CommonName: "etcd-peer-" + r.Name}, dns: dns, ips: ips, usage: serverClient(), validity: v},
 		// With --client-cert-auth etcd's gRPC gateway dials its own client
 		// port with the server certificate.
-		{base: "server", subject: pkix.Name{CommonName: "etcd-server-" + r.Name}, dns: dns, ips: ips, usage: serverClient, validity: v},
-		{base: "client", subject: pkix.Name{CommonName: "etcd-member-" + r.Name}, usage: clientOnly, validity: v},
+		{base: "server", subject: pkix.Name{CommonName: "etcd-server-" + r.Name}, dns: dns, ips: ips, usage: serverClient(), validity: v},
+		{base: "client", subject: pkix.Name{CommonName: "etcd-member-" + r.Name}, usage: clientOnly(), validity: v},
 	}
 }
 
@@ -184,7 +195,7 @@ func clientLeaf(name string, validity time.Duration) (leaf, error) {
 	if validity == 0 {
 		validity = DefaultLeafValidity
 	}
-	return leaf{base: name, subject: pkix.Name{CommonName: name}, usage: clientOnly, validity: validity}, nil
+	return leaf{base: name, subject: pkix.Name{CommonName: name}, usage: clientOnly(), validity: validity}, nil
 }
 
 var fileName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

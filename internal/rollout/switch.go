@@ -280,8 +280,9 @@ func gate(cs ClusterState, me string) string {
 		}
 		healthy++
 	}
+	// A restart is no removal: the cluster keeps n voters, one of them down.
 	n := len(cs.Members)
-	if n > 1 && healthy-1 < n/2+1 {
+	if n > 1 && healthy-1 < member.Quorum(n) {
 		return fmt.Sprintf("restarting %s would leave %d of %d members, fewer than a quorum (a 2-member cluster cannot roll without downtime: grow it to 3 with 'etcdadm spec set --members 3' first)", me, healthy-1, n)
 	}
 	return ""

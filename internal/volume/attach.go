@@ -1,7 +1,6 @@
 package volume
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -110,10 +110,10 @@ type Identity struct {
 
 // Env renders identity.env.
 func (id Identity) Env() []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Written by etcd-volume-attach: this host's member identity.\n")
-	fmt.Fprintf(&b, "ETCDADM_MEMBER_NAME=%s\nETCDADM_VOLUME=%s\nETCDADM_DEVICE=%s\n", id.Member, id.Volume, id.Device)
-	return b.Bytes()
+	return []byte("# Written by etcd-volume-attach: this host's member identity.\n" +
+		envfile.Line("ETCDADM_MEMBER_NAME", id.Member) +
+		envfile.Line("ETCDADM_VOLUME", id.Volume) +
+		envfile.Line("ETCDADM_DEVICE", id.Device))
 }
 
 func (c Config) pool(d Deps) *Pool {
@@ -257,14 +257,12 @@ func Renew(ctx context.Context, cfg Config, d Deps) (*Claim, error) {
 // wrapping fs.ErrNotExist before a volume was attached.
 func IdentityVolume(root string) (string, error) {
 	path := filepath.Join(root, IdentityFile)
-	b, err := os.ReadFile(path)
+	vars, err := envfile.Read(path)
 	if err != nil {
 		return "", err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "ETCDADM_VOLUME="); ok && v != "" {
-			return v, nil
-		}
+	if v := vars["ETCDADM_VOLUME"]; v != "" {
+		return v, nil
 	}
 	return "", fmt.Errorf("%s: no ETCDADM_VOLUME", path)
 }

@@ -21,10 +21,13 @@ const ClaimFile = "/run/etcdadm/claim.json"
 // this host again, away from the new holder), then etcd, then the mount,
 // and last etcd-volume-attach itself, so nothing that requires it (the
 // renew timer's service) runs until the next boot claims again.
-var FenceUnits = []string{
-	"etcd-member-join.timer", "etcd-member-join.service", "etcd-reconcile.timer",
-	"etcd-version-switcher.timer", "etcd-version-switcher.service", "etcd-snapshot-uploader.timer", "etcd-dns-registrar.service", "etcd-wait-healthy.service", "etcd.service",
-	"var-lib-etcd.mount", "etcd-volume-attach.service",
+func FenceUnits() []string {
+	return []string{
+		"etcd-member-join.timer", "etcd-member-join.service", "etcd-reconcile.timer",
+		"etcd-version-switcher.timer", "etcd-version-switcher.service", "etcd-snapshot-uploader.timer",
+		"etcd-dns-registrar.service", "etcd-wait-healthy.service", "etcd.service",
+		"var-lib-etcd.mount", "etcd-volume-attach.service",
+	}
 }
 
 // MustFence tells whether a failed renewal (err) means this host must
@@ -56,7 +59,7 @@ func MustFence(cfg Config, err error, now time.Time) (bool, string) {
 func Fence(ctx context.Context, stop func(ctx context.Context, unit string) error, reason string, log *slog.Logger) error {
 	log.Error("FENCING this host: stopping etcd and unmounting its volume; another host may hold it now (the next boot claims again)", "reason", reason)
 	var errs []error
-	for _, u := range FenceUnits {
+	for _, u := range FenceUnits() {
 		if err := stop(ctx, u); err != nil {
 			errs = append(errs, fmt.Errorf("stop %s: %w", u, err))
 		}

@@ -66,14 +66,14 @@ func TestFenceStopsInOrderPastFailures(t *testing.T) {
 		}
 		return nil
 	}, "test", slog.New(slog.DiscardHandler))
-	if !slices.Equal(stopped, FenceUnits) {
-		t.Errorf("stopped %v, want %v", stopped, FenceUnits)
+	if !slices.Equal(stopped, FenceUnits()) {
+		t.Errorf("stopped %v, want %v", stopped, FenceUnits())
 	}
 	if err == nil || !strings.Contains(err.Error(), "stop etcd.service: job failed") {
 		t.Errorf("error %v, want the failed stop named", err)
 	}
 	// etcd stops before its volume is unmounted.
-	if slices.Index(FenceUnits, "etcd.service") > slices.Index(FenceUnits, "var-lib-etcd.mount") {
+	if slices.Index(FenceUnits(), "etcd.service") > slices.Index(FenceUnits(), "var-lib-etcd.mount") {
 		t.Error("the mount is stopped before etcd")
 	}
 }

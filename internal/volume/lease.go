@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -37,13 +37,18 @@ type Claim struct {
 // Live reports whether the lease still runs at now.
 func (c Claim) Live(now time.Time) bool { return now.Before(c.Expires) }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,14}[a-z0-9])?$`)
+// maxName: a volume's name is its member's name and its ext4 label,
+// which holds 16 bytes.
+const maxName = 16
 
-// CheckName accepts volume names that are also valid ext4 labels (16
-// bytes), DNS labels and store key parts.
+// CheckName accepts volume names: member names (pki.CheckMemberName)
+// short enough to be ext4 labels.
 func CheckName(name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("%w: volume name %q: want 1-16 characters a-z, 0-9 and '-', not starting or ending with '-'", ErrConfig, name)
+	if err := pki.CheckMemberName(name); err != nil {
+		return fmt.Errorf("%w: volume: %w", ErrConfig, err)
+	}
+	if len(name) > maxName {
+		return fmt.Errorf("%w: volume name %q: at most %d characters (it is the ext4 label)", ErrConfig, name, maxName)
 	}
 	return nil
 }

@@ -27,12 +27,22 @@ var (
 // and hosts without systemd.
 type PlainMounter struct{}
 
-var mountFlags = map[string]uintptr{
-	"noatime": unix.MS_NOATIME,
-	"nodev":   unix.MS_NODEV,
-	"nosuid":  unix.MS_NOSUID,
-	"noexec":  unix.MS_NOEXEC,
-	"ro":      unix.MS_RDONLY,
+// mountFlag is the mount(2) flag of a mount option; false for options
+// passed on to the file system.
+func mountFlag(option string) (uintptr, bool) {
+	switch option {
+	case "noatime":
+		return unix.MS_NOATIME, true
+	case "nodev":
+		return unix.MS_NODEV, true
+	case "nosuid":
+		return unix.MS_NOSUID, true
+	case "noexec":
+		return unix.MS_NOEXEC, true
+	case "ro":
+		return unix.MS_RDONLY, true
+	}
+	return 0, false
 }
 
 // Mount creates target and mounts device on it.
@@ -43,7 +53,7 @@ func (PlainMounter) Mount(_ context.Context, device, target, fstype, options str
 	var flags uintptr
 	var data []string
 	for _, o := range strings.Split(options, ",") {
-		if f, ok := mountFlags[o]; ok {
+		if f, ok := mountFlag(o); ok {
 			flags |= f
 		} else if o != "" && o != "defaults" {
 			data = append(data, o)

@@ -181,7 +181,7 @@ func check(t *testing.T, cli *clientv3.Client, want dataset) {
 func upload(t *testing.T, m *testenv.EtcdMember, st store.Store) uploader.Outcome {
 	t.Helper()
 	cli := m.Client(t)
-	out, err := uploader.Run(ctxT(t), uploader.Config{Endpoint: m.Endpoint(), Retention: backup.DefaultPolicy, StaleAfter: time.Hour}, cli, st, quiet(), time.Now)
+	out, err := uploader.Run(ctxT(t), uploader.Config{Endpoint: m.Endpoint(), Retention: backup.DefaultPolicy(), StaleAfter: time.Hour}, cli, st, quiet(), time.Now)
 	if err != nil {
 		t.Fatalf("upload from %s: %v", m.Name, err)
 	}

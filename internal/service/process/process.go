@@ -4,16 +4,17 @@
 package process
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"strings"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/service"
 )
 
@@ -43,16 +44,20 @@ func (r *Runner) Start(ctx context.Context, restart bool) error {
 			return err
 		}
 	}
-	env, err := ReadEnvFile(r.EnvFile)
+	vars, err := envfile.Read(r.EnvFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("process: %w", err)
+	}
+	env := []string{"PATH=/usr/bin:/bin"}
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		env = append(env, k+"="+vars[k])
 	}
 	log, err := os.OpenFile(r.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
 	cmd := exec.Command(r.EtcdBin)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -107,27 +112,4 @@ func isDone(ch chan struct{}) bool {
 	default:
 		return false
 	}
-}
-
-// ReadEnvFile reads KEY=VALUE lines as systemd's EnvironmentFile= does
-// for the simple files we write (no quoting, # comments).
-func ReadEnvFile(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("process: %w", err)
-	}
-	defer f.Close()
-	var env []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if !strings.Contains(line, "=") {
-			return nil, fmt.Errorf("process: %s: malformed line %q", path, line)
-		}
-		env = append(env, line)
-	}
-	return env, sc.Err()
 }

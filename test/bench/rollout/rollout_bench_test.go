@@ -36,10 +36,10 @@ import (
 	"go.etcd.io/etcd/client/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
-	"github.com/etcdadm/etcdadm-immutable/internal/service/process"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/test/localcluster"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
@@ -446,14 +446,9 @@ func waitAll(ctx context.Context, tc *tls.Config, urls []string, procs []*proc) 
 // settings rewritten for v, in a process of this benchmark's.
 func startMember(b *testing.B, h *localcluster.Host, v string, set map[string]string) *proc {
 	b.Helper()
-	lines, err := process.ReadEnvFile(h.Runner.EnvFile)
+	vars, err := envfile.Read(h.Runner.EnvFile)
 	if err != nil {
 		b.Fatal(err)
-	}
-	vars := map[string]string{}
-	for _, kv := range lines {
-		k, val, _ := strings.Cut(kv, "=")
-		vars[k] = val
 	}
 	maps.Copy(vars, set)
 	vars, _ = etcdversion.Env(etcdversion.MustParse(v), vars)

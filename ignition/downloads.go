@@ -1,0 +1,76 @@
+package ignition
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+)
+
+func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("--binaries-base-url: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return nil, fmt.Errorf("--binaries-base-url %q: expected http(s)://host[:port]/path", base)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return nil, fmt.Errorf("--binaries-base-url %q: no query, fragment or credentials: the file paths are appended to it", base)
+	}
+	raw, err := os.ReadFile(sumsFile)
+	if err != nil {
+		return nil, fmt.Errorf("--sha256-file: %w", err)
+	}
+	sums, err := parseSums(raw)
+	if err != nil {
+		return nil, fmt.Errorf("--sha256-file %s: %w", sumsFile, err)
+	}
+	base = strings.TrimSuffix(base, "/")
+	etcdRel := "etcd/v" + etcdVersion
+	var want []download
+	for _, p := range programs() {
+		want = append(want, download{path: BinDir + "/" + p, url: "bin/" + p})
+	}
+	for _, p := range etcdPrograms() {
+		want = append(want, download{path: EtcdDir + "/v" + etcdVersion + "/" + p, url: etcdRel + "/" + p})
+	}
+	var missing []string
+	for i, d := range want {
+		h, ok := sums[d.url]
+		if !ok {
+			missing = append(missing, d.url)
+			continue
+		}
+		want[i].sha256 = h
+		want[i].url = base + "/" + d.url
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("--sha256-file %s: no sha256 for %s; refusing to render downloads Ignition cannot verify (write the file with: cd DIR && sha256sum bin/%s %s/*)",
+			sumsFile, strings.Join(missing, ", "), strings.Join(programs(), " bin/"), etcdRel)
+	}
+	return want, nil
+}
+
+// parseSums reads sha256sum output: "<64 hex>  <path>" or "<hex> *<path>"
+// (binary mode); blank lines and # comments are skipped.
+func parseSums(b []byte) (map[string]string, error) {
+	out := map[string]string{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimRight(line, "\r")
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		sum, name, ok := strings.Cut(line, " ")
+		if !ok || !hexRE.MatchString(sum) {
+			return nil, fmt.Errorf("line %d: expected \"<64 hex digits>  <path>\" (sha256sum's format), got %q", i+1, line)
+		}
+		name = strings.TrimPrefix(strings.TrimPrefix(name, " "), "*")
+		name = strings.TrimPrefix(name, "./")
+		sum = strings.ToLower(sum)
+		if old, dup := out[name]; dup && old != sum {
+			return nil, fmt.Errorf("line %d: %s listed twice with different hashes", i+1, name)
+		}
+		out[name] = sum
+	}
+	return out, nil
+}

@@ -1,0 +1,145 @@
+package ignition
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+	"github.com/etcdadm/etcdadm-immutable/internal/volume"
+)
+
+// resolve checks every option, collecting all problems so the operator
+// fixes them in one go.
+func (o Options) resolve() (plan, error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	p := plan{variant: o.Variant, name: o.OutputName(), etcdVersion: o.EtcdVersion, enable: o.EnableUnits}
+
+	var ok bool
+	if p.version, ok = butaneVersion(o.Variant); !ok {
+		bad("variant %q: use --variant flatcar or --variant fcos", o.Variant)
+	}
+	if o.EtcdVersion == "" {
+		bad("no etcd version: pass --etcd-version, e.g. 3.6.16 (the version the cluster spec names)")
+	} else if err := clusterspec.CheckVersion(o.EtcdVersion); err != nil {
+		bad("--etcd-version: %w", err)
+	}
+
+	kind, err := checkStore(o.Store)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.env = append(p.env, envVar{"ETCDADM_STORE", o.Store})
+
+	level := o.LogLevel
+	if level == "" {
+		level = "info"
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		bad("--host-log-level %q: use debug, info, warn or error", level)
+	}
+	p.env = append(p.env, envVar{"ETCDADM_LOG_LEVEL", level})
+
+	extra := make([]string, 0, len(o.Env))
+	for k := range o.Env {
+		extra = append(extra, k)
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		v := o.Env[k]
+		switch {
+		case reservedEnv(k) != "":
+			bad("--env %s: set it with %s", k, reservedEnv(k))
+		case !envKeyRE.MatchString(k):
+			bad("--env %s: only ETCDADM_* settings belong in etcdadm.env (S3 credentials go in --s3-credentials-file)", k)
+		case checkEnvValue(v) != nil:
+			bad("--env %s: %w", k, checkEnvValue(v))
+		case k == "ETCDADM_VOLUME_LEASE":
+			// etcd-volume-renew.timer renews at a third of the lease.
+			lease, err := time.ParseDuration(v)
+			if err != nil || lease < 10*time.Second {
+				bad("--env %s=%s: a duration of at least 10s, e.g. 2m", k, v)
+				break
+			}
+			if lease != volume.DefaultLease {
+				p.renewEvery = volume.RenewEvery(lease)
+			}
+			p.env = append(p.env, envVar{k, v})
+		default:
+			p.env = append(p.env, envVar{k, v})
+		}
+	}
+
+	if o.Name != "" {
+		if err := pki.CheckMemberName(o.Name); err != nil {
+			bad("--name: %w, e.g. etcd-a", err)
+		}
+		p.hostEnv = append(p.hostEnv, envVar{"ETCDADM_MEMBER_NAME", o.Name})
+	}
+	if o.Host != "" {
+		if net.ParseIP(o.Host) == nil && !hostRE.MatchString(o.Host) {
+			bad("--host %q: an IP address or a DNS name", o.Host)
+		}
+		p.hostEnv = append(p.hostEnv, envVar{"ETCDADM_HOST", o.Host})
+	}
+	if len(o.IPs) > 0 {
+		ips := make([]string, 0, len(o.IPs))
+		for _, s := range o.IPs {
+			ip := net.ParseIP(strings.TrimSpace(s))
+			if ip == nil {
+				bad("--ip %q: not an IP address", s)
+				continue
+			}
+			ips = append(ips, ip.String())
+		}
+		p.hostEnv = append(p.hostEnv, envVar{"ETCDADM_IPS", strings.Join(ips, ",")})
+	}
+
+	p.credentials, err = credentials(o.S3CredentialsFile, kind)
+	p.secret = o.S3CredentialsFile != ""
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	switch o.Binaries {
+	case BinariesURL:
+		if o.BinariesBaseURL == "" || o.SHA256File == "" {
+			bad("--binaries url needs --binaries-base-url URL and --sha256-file SUMS")
+			break
+		}
+		if o.EtcdVersion == "" || clusterspec.CheckVersion(o.EtcdVersion) != nil {
+			break // reported above; the etcd paths depend on it
+		}
+		d, err := downloads(o.BinariesBaseURL, o.SHA256File, o.EtcdVersion)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.downloads = d
+	case BinariesBaked:
+		if o.BinariesBaseURL != "" || o.SHA256File != "" {
+			bad("--binaries baked downloads nothing: drop --binaries-base-url and --sha256-file, or use --binaries url")
+		}
+	default:
+		bad("binaries %q: pass --binaries url (Ignition downloads them, with --binaries-base-url and --sha256-file) or --binaries baked (already in the image)", o.Binaries)
+	}
+
+	if len(errs) > 0 {
+		return plan{}, fmt.Errorf("%w:\n  %w", ErrInvalid, joinIndented(errs))
+	}
+	return p, nil
+}
+
+func joinIndented(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "\n  "))
+}

@@ -1,0 +1,65 @@
+package cliflags
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+var errStopped = errors.New("stopped")
+
+func TestRun(t *testing.T) {
+	_, childErr := exec.Command("sh", "-c", "exit 7").Output()
+	if childErr == nil {
+		t.Fatal("sh -c 'exit 7' succeeded")
+	}
+	fallback := func(err error) int {
+		if errors.Is(err, errStopped) {
+			return 3
+		}
+		return 1
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		err      error
+		fallback func(error) int
+		code     int
+		stderr   string
+	}{
+		{"success", nil, nil, nil, 0, ""},
+		{"cli.Exit keeps its code", nil, cli.Exit("bad flag value", 2), nil, 2, "app: bad flag value\n"},
+		{"cli.Exit with no message prints nothing", nil, cli.Exit("", 4), nil, 4, ""},
+		{"wrapped cli.Exit keeps its code", nil, fmt.Errorf("member join: %w", cli.Exit("no --name", 2)), Always(5), 2, "app: member join: no --name\n"},
+		{"plain error without fallback", nil, errors.New("boom"), nil, 1, "app: boom\n"},
+		{"fallback picks the code", nil, fmt.Errorf("switch: %w", errStopped), fallback, 3, "app: switch: stopped\n"},
+		{"a child's exit code is not ours", nil, fmt.Errorf("etcdutl: %w", childErr), nil, 1, "app: etcdutl: exit status 7\n"},
+		{"unknown flag takes the fallback", []string{"--nope"}, nil, Always(2), 2, "app: flag provided but not defined: -nope\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			app := &cli.App{
+				Name:      "app",
+				Writer:    &bytes.Buffer{},
+				ErrWriter: &stderr,
+				Action:    func(*cli.Context) error { return tc.err },
+			}
+			code := Run(app, append([]string{"app"}, tc.args...), tc.fallback)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			// urfave/cli prints usage for a bad flag; only the last line is ours.
+			if got := stderr.String(); !strings.HasSuffix(got, tc.stderr) || (tc.stderr == "" && got != "") {
+				t.Errorf("stderr %q, want %q once", got, tc.stderr)
+			}
+			if strings.Count(stderr.String(), "app: ") > 1 {
+				t.Errorf("error printed more than once: %q", stderr.String())
+			}
+		})
+	}
+}

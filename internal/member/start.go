@@ -1,0 +1,110 @@
+package member
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// startEtcd writes etcd's environment file and starts (or restarts) etcd.
+func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token string) error {
+	s := j.cluster.Settings
+	listen := j.cfg.ListenHost
+	if listen == "" {
+		listen = "0.0.0.0"
+	}
+	scheme := "https"
+	if s.TLS == "insecure" {
+		scheme = "http"
+	}
+	pu, _ := url.Parse(j.me.PeerURL)
+	cu, _ := url.Parse(j.me.ClientURL)
+	vars := map[string]string{
+		"ETCD_NAME":                        j.me.Name,
+		"ETCD_DATA_DIR":                    j.cfg.DataDir,
+		"ETCD_LISTEN_PEER_URLS":            scheme + "://" + net.JoinHostPort(listen, pu.Port()),
+		"ETCD_LISTEN_CLIENT_URLS":          scheme + "://" + net.JoinHostPort(listen, cu.Port()),
+		"ETCD_ADVERTISE_CLIENT_URLS":       j.me.ClientURL,
+		"ETCD_INITIAL_ADVERTISE_PEER_URLS": j.me.PeerURL,
+		"ETCD_INITIAL_CLUSTER":             initialCluster,
+		"ETCD_INITIAL_CLUSTER_STATE":       state,
+		"ETCD_INITIAL_CLUSTER_TOKEN":       token,
+		"ETCD_STRICT_RECONFIG_CHECK":       "true",
+	}
+	if s.TLS != "insecure" {
+		p := func(f string) string { return filepath.Join(j.cfg.PKIDir, f) }
+		for k, v := range map[string]string{
+			"ETCD_CLIENT_CERT_AUTH":      "true",
+			"ETCD_TRUSTED_CA_FILE":       p("ca.crt"),
+			"ETCD_CERT_FILE":             p("server.crt"),
+			"ETCD_KEY_FILE":              p("server.key"),
+			"ETCD_PEER_CLIENT_CERT_AUTH": "true",
+			"ETCD_PEER_TRUSTED_CA_FILE":  p("ca.crt"),
+			"ETCD_PEER_CERT_FILE":        p("peer.crt"),
+			"ETCD_PEER_KEY_FILE":         p("peer.key"),
+		} {
+			vars[k] = v
+		}
+	}
+	for k, v := range j.extraEnv {
+		vars[k] = v
+	}
+	vars, err := j.versionedEnv(vars)
+	if err != nil {
+		return err
+	}
+	changed, err := writeEnvFile(j.cfg.EnvFile, vars, j.cfg.Owner)
+	if err != nil {
+		return err
+	}
+	if err := j.ownDataDir(); err != nil {
+		return err
+	}
+	j.log.Info("starting etcd", "state", state, "envChanged", changed)
+	if err := j.d.Service.Start(ctx, changed); err != nil {
+		return fmt.Errorf("member join: start etcd: %w", err)
+	}
+	return nil
+}
+
+// ownDataDir makes the data directory etcd's: a freshly formatted volume
+// mounted there belongs to root. Only the directory itself is changed.
+func (j *joiner) ownDataDir() error {
+	if err := os.MkdirAll(j.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("member join: data dir: %w", err)
+	}
+	if err := os.Chmod(j.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("member join: data dir: %w", err)
+	}
+	if j.cfg.Owner.UID >= 0 {
+		if err := os.Chown(j.cfg.DataDir, j.cfg.Owner.UID, j.cfg.Owner.GID); err != nil {
+			return fmt.Errorf("member join: data dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// waitLinearizable waits until the member serves a linearizable read.
+func (j *joiner) waitLinearizable(ctx context.Context, cli *clientv3.Client) error {
+	deadline := time.Now().Add(j.cfg.Timeout)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Get(rctx, "health")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("member join: etcd did not become healthy within %v: %w (see journalctl -u etcd)", j.cfg.Timeout, err)
+		}
+		if err := sleep(ctx, j.cfg.Poll/4); err != nil {
+			return err
+		}
+	}
+}
