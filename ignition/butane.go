@@ -157,6 +157,9 @@ func (p plan) butane() ([]byte, error) {
 			every := p.renewEvery.String()
 			u.Dropins = []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"}}
 		}
+		if n == "etcd-snapshot-uploader.timer" && p.backupCal != "" {
+			u.Dropins = []dropin{{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"}}
+		}
 		if enabled[n] {
 			u.Enabled = &yes
 			delete(enabled, n)

@@ -92,6 +92,11 @@ type Options struct {
 	// e.g. etcd-dns-registrar.service for a cluster with a DNS suffix.
 	EnableUnits []string
 
+	// BackupInterval is how often the snapshot timer fires (0: the unit's
+	// 15 min): minutes that divide an hour, or hours that divide a day, so
+	// backups stay on wall-clock marks.
+	BackupInterval time.Duration
+
 	Binaries Binaries
 	// BinariesBaseURL (url mode) serves bin/<program> for ours and
 	// etcd/vX.Y.Z/<program> for etcd's: the layout of images/components'
@@ -124,6 +129,7 @@ type plan struct {
 	secret      bool          // credentials came from a file
 	enable      []string      // units enabled besides units.Enabled()
 	renewEvery  time.Duration // the volume lease's renewal; 0: the unit's 40s
+	backupCal   string        // the snapshot timer's OnCalendar=; "": the unit's
 }
 
 type envVar struct{ key, value string }

@@ -7,11 +7,13 @@ import (
 	"flag"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 
@@ -465,5 +467,52 @@ func TestParseSums(t *testing.T) {
 	}
 	if _, err := parseSums([]byte(h + "  a\n" + strings.Repeat("cd", 32) + "  a\n")); err == nil {
 		t.Errorf("conflicting hashes accepted")
+	}
+}
+
+// TestBackupInterval: --backup-interval becomes the snapshot timer's
+// schedule (a drop-in systemd accepts); an interval that would drift off
+// wall-clock marks is refused, naming the ones that work.
+func TestBackupInterval(t *testing.T) {
+	dropin := func(d time.Duration) (string, error) {
+		_, ign, err := Render(Options{Variant: Flatcar, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.6.16",
+			Binaries: BinariesBaked, BackupInterval: d})
+		if err != nil {
+			return "", err
+		}
+		cfg, err := Parse(ign)
+		if err != nil {
+			return "", err
+		}
+		for _, u := range cfg.Systemd.Units {
+			if u.Name == "etcd-snapshot-uploader.timer" {
+				for _, d := range u.Dropins {
+					return *d.Contents, nil
+				}
+			}
+		}
+		return "", nil
+	}
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze not found: install the systemd package (make components does)")
+	}
+	for d, want := range map[time.Duration]string{5 * time.Minute: "OnCalendar=*:0/5", 30 * time.Minute: "OnCalendar=*:0/30", 6 * time.Hour: "OnCalendar=0/6:00"} {
+		got, err := dropin(d)
+		if err != nil || !strings.Contains(got, "OnCalendar=\n"+want+"\n") {
+			t.Errorf("%v: drop-in %q, err %v; want it to reset the schedule and set %s", d, got, err, want)
+			continue
+		}
+		if out, err := exec.Command(analyze, "calendar", strings.TrimPrefix(want, "OnCalendar=")).CombinedOutput(); err != nil {
+			t.Errorf("%v: systemd does not accept %s: %v\n%s", d, want, err, out)
+		}
+	}
+	if got, err := dropin(0); err != nil || got != "" {
+		t.Errorf("no interval: drop-in %q, err %v; want the unit's own 15 min", got, err)
+	}
+	for _, bad := range []time.Duration{7 * time.Minute, 90 * time.Minute, 30 * time.Second, 48 * time.Hour} {
+		if _, err := dropin(bad); err == nil || !strings.Contains(err.Error(), "divide an hour") {
+			t.Errorf("%v: %v; want a refusal naming the intervals that work", bad, err)
+		}
 	}
 }

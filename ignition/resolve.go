@@ -25,6 +25,12 @@ func (o Options) resolve() (plan, error) {
 	if p.version, ok = butaneVersion(o.Variant); !ok {
 		bad("variant %q: use --variant flatcar or --variant fcos", o.Variant)
 	}
+	if o.BackupInterval != 0 {
+		var err error
+		if p.backupCal, err = BackupCalendar(o.BackupInterval); err != nil {
+			bad("--backup-interval: %w", err)
+		}
+	}
 	if o.EtcdVersion == "" {
 		bad("no etcd version: pass --etcd-version, e.g. 3.6.16 (the version the cluster spec names)")
 	} else if err := clusterspec.CheckVersion(o.EtcdVersion); err != nil {
@@ -142,4 +148,18 @@ func joinIndented(errs []error) error {
 		msgs[i] = e.Error()
 	}
 	return errors.New(strings.Join(msgs, "\n  "))
+}
+
+// BackupCalendar turns a backup interval into the snapshot timer's
+// OnCalendar= expression: minutes that divide an hour (*:0/15), or hours
+// that divide a day (0/6:00), so every master's timer fires at the same
+// wall-clock marks and the leader takes one backup a mark.
+func BackupCalendar(d time.Duration) (string, error) {
+	switch {
+	case d >= time.Minute && d < time.Hour && d%time.Minute == 0 && (time.Hour%d) == 0:
+		return fmt.Sprintf("*:0/%d", int(d/time.Minute)), nil
+	case d >= time.Hour && d <= 24*time.Hour && d%time.Hour == 0 && (24*time.Hour%d) == 0:
+		return fmt.Sprintf("0/%d:00", int(d/time.Hour)), nil
+	}
+	return "", fmt.Errorf("%v: use minutes that divide an hour (1m, 5m, 10m, 15m, 20m, 30m) or hours that divide a day (1h, 2h, 3h, 4h, 6h, 8h, 12h, 24h)", d)
 }

@@ -30,7 +30,6 @@ Run 'etcdadm pki init' too, unless the cluster uses --tls=insecure.`,
 			&cli.StringFlag{Name: "dns-suffix", Usage: "members are reached as NAME.SUFFIX (e.g. internal.prod.example.com); empty: by host address"},
 			&cli.IntFlag{Name: "client-port", Value: 2379},
 			&cli.IntFlag{Name: "peer-port", Value: 2380},
-			&cli.StringFlag{Name: "backup-interval", Value: "15min", Usage: "how often the snapshot timer runs (systemd time span)"},
 			&cli.StringFlag{Name: "tls", Value: "mtls", Usage: "mtls, or insecure (plaintext; test clusters only)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace a different existing spec (the cluster token is kept)"},
 		},
@@ -44,7 +43,7 @@ Run 'etcdadm pki init' too, unless the cluster uses --tls=insecure.`,
 				Settings: clusterspec.Settings{
 					ClusterName: c.String("cluster-name"), DNSSuffix: c.String("dns-suffix"),
 					ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
-					BackupInterval: c.String("backup-interval"), TLS: c.String("tls"),
+					TLS: c.String("tls"),
 				},
 			}
 			if err := cl.Defaults(); err != nil {
@@ -108,8 +107,8 @@ func specCommand() *cli.Command {
 						return writeJSON(c.App.Writer, cl)
 					}
 					s := cl.Settings
-					fmt.Fprintf(c.App.Writer, "members:         %d\netcd version:    %s\ncluster name:    %s\ndns suffix:      %s\nports:           client %d, peer %d\nbackup interval: %s\ntls:             %s\n",
-						cl.Spec.MemberCount, cl.Spec.EtcdVersion, s.ClusterName, s.DNSSuffix, s.ClientPort, s.PeerPort, s.BackupInterval, s.TLS)
+					fmt.Fprintf(c.App.Writer, "members:         %d\netcd version:    %s\ncluster name:    %s\ndns suffix:      %s\nports:           client %d, peer %d\ntls:             %s\n",
+						cl.Spec.MemberCount, cl.Spec.EtcdVersion, s.ClusterName, s.DNSSuffix, s.ClientPort, s.PeerPort, s.TLS)
 					return nil
 				},
 			},

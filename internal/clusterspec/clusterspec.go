@@ -48,8 +48,10 @@ type Settings struct {
 	DNSSuffix  string `json:"dnsSuffix,omitempty"`
 	ClientPort int    `json:"clientPort"`
 	PeerPort   int    `json:"peerPort"`
-	// BackupInterval for the snapshot timer, a systemd time span ("15min").
-	BackupInterval string `json:"backupInterval"`
+	// BackupInterval is not used: the snapshot timer's schedule is
+	// rendered into the hosts' config ('etcdadm render --backup-interval').
+	// Kept so settings written by earlier versions, read strictly, parse.
+	BackupInterval string `json:"backupInterval,omitempty"`
 	// TLS is "mtls" (the default) or "insecure" (plaintext, tests only).
 	TLS string `json:"tls"`
 }
@@ -79,9 +81,6 @@ func (c *Cluster) Defaults() error {
 	}
 	if s.PeerPort == 0 {
 		s.PeerPort = 2380
-	}
-	if s.BackupInterval == "" {
-		s.BackupInterval = "15min"
 	}
 	if s.TLS == "" {
 		s.TLS = "mtls"
