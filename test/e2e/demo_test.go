@@ -31,6 +31,9 @@ func TestDemo(t *testing.T) {
 	a := hosts["etcd-a"]
 	waitHealthy(t, a, names, 3*time.Minute)
 	healthy := time.Since(start)
+	for _, n := range names {
+		assertUnitsWork(t, hosts[n])
+	}
 	for _, n := range names { // the timer's job, run now: the leader uploads
 		hosts[n].MustExec(t, "systemctl", "start", "etcd-snapshot-uploader.service")
 	}

@@ -23,6 +23,9 @@ func TestClusterRestore(t *testing.T) {
 	hosts, _ := c.bootAll(t, names)
 	a := hosts[0]
 	waitHealthy(t, a, names, 3*time.Minute)
+	for _, h := range hosts {
+		assertUnitsWork(t, h)
+	}
 	ctl := func(args ...string) string {
 		t.Helper()
 		return a.MustExec(t, append(strings.Fields(etcdctl), args...)...)
@@ -140,4 +143,21 @@ func waitUnitState(t *testing.T, h *harness.Host, unit, state string, timeout ti
 		}
 	}
 	t.Fatalf("%s: %s is %s, not %s, after %v\n%s", h.Name(), unit, got, state, timeout, journal(t, h))
+}
+
+// assertUnitsWork: no unit on h failed or is looping through restarts (a
+// unit the config enables must work; one it does not enable must stay off).
+func assertUnitsWork(t *testing.T, h *harness.Host) {
+	t.Helper()
+	for _, state := range []string{"failed", "activating"} {
+		out := strings.TrimSpace(h.MustExec(t, "systemctl", "list-units", "--state="+state, "--no-legend", "--plain", "--all"))
+		for _, line := range strings.Split(out, "\n") {
+			f := strings.Fields(line) // UNIT LOAD ACTIVE SUB DESCRIPTION
+			// A oneshot may be running its job right now (SUB "start");
+			// "auto-restart" is a unit that keeps failing.
+			if len(f) >= 4 && (state == "failed" || f[3] == "auto-restart") {
+				t.Errorf("%s: unit %s is %s/%s", h.Name(), f[0], f[2], f[3])
+			}
+		}
+	}
 }
