@@ -164,10 +164,9 @@ func (p plan) butane() ([]byte, error) {
 			u.Enabled = &yes
 			delete(enabled, n)
 		} else {
-			// Explicitly disabled: a distribution whose preset default is
-			// "enable *" (Debian, our test hosts) would otherwise enable
-			// etcd.service or a DNS registrar without a DNS suffix, which
-			// then crash-loops.
+			// Said explicitly, though Ignition writes a "disable" preset only
+			// for a unit already enabled: the distribution's default preset
+			// ("disable *" on Flatcar and Fedora CoreOS) keeps it off.
 			u.Enabled = &no
 		}
 		c.Systemd.Units = append(c.Systemd.Units, u)

@@ -207,6 +207,16 @@ func (h *Host) plugIn() error {
 // applyIgnition runs ignition-apply on the host's root, then presets the
 // units, as Ignition and systemd's first boot would on a real host.
 func (h *Host) applyIgnition(bin string, config []byte) error {
+	// Flatcar and Fedora CoreOS keep systemd's default preset, "disable *":
+	// a unit the config does not enable stays off. Debian ships "enable *";
+	// the same file name under /etc overrides it, as it would there.
+	presets := filepath.Join(h.root, "etc/systemd/system-preset")
+	if err := os.MkdirAll(presets, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(presets, "99-default.preset"), []byte("disable *\n"), 0o644); err != nil {
+		return err
+	}
 	cfg := filepath.Join(h.dir, "config.ign")
 	if err := os.WriteFile(cfg, config, 0o600); err != nil {
 		return err
@@ -219,7 +229,9 @@ func (h *Host) applyIgnition(bin string, config []byte) error {
 		return fmt.Errorf("ignition-apply: %w", err)
 	}
 	// preset-all also reports the image's masked units; only failure counts.
-	if _, err := output(nil, "systemctl", "--root="+h.root, "preset-all"); err != nil {
+	// enable-only: the image's own units stay as its packages set them;
+	// ours follow Ignition's preset and the distribution default below.
+	if _, err := output(nil, "systemctl", "--root="+h.root, "preset-all", "--preset-mode=enable-only"); err != nil {
 		return fmt.Errorf("preset after Ignition: %w", err)
 	}
 	return nil
