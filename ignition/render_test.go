@@ -308,23 +308,7 @@ func onlyComments(s string) bool {
 // drop-in renewing it at a third; a lease under 10s is refused.
 func TestVolumeLeaseRenewal(t *testing.T) {
 	renewal := func(lease string) (string, error) {
-		_, ign, err := Render(Options{Variant: Flatcar, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.6.16",
-			Binaries: BinariesBaked, Env: map[string]string{"ETCDADM_VOLUME_LEASE": lease}})
-		if err != nil {
-			return "", err
-		}
-		cfg, err := Parse(ign)
-		if err != nil {
-			return "", err
-		}
-		for _, u := range cfg.Systemd.Units {
-			if u.Name == "etcd-volume-renew.timer" {
-				for _, d := range u.Dropins {
-					return *d.Contents, nil
-				}
-			}
-		}
-		return "", nil
+		return timerDropin(Options{Env: map[string]string{"ETCDADM_VOLUME_LEASE": lease}}, "etcd-volume-renew.timer")
 	}
 	if d, err := renewal("2m"); err != nil || d != "" {
 		t.Errorf("default lease: drop-in %q, err %v; want none", d, err)
@@ -474,23 +458,7 @@ func TestParseSums(t *testing.T) {
 // wall-clock marks is refused, naming the ones that work.
 func TestBackupInterval(t *testing.T) {
 	dropin := func(d time.Duration) (string, error) {
-		_, ign, err := Render(Options{Variant: Flatcar, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.6.16",
-			Binaries: BinariesBaked, BackupInterval: d})
-		if err != nil {
-			return "", err
-		}
-		cfg, err := Parse(ign)
-		if err != nil {
-			return "", err
-		}
-		for _, u := range cfg.Systemd.Units {
-			if u.Name == "etcd-snapshot-uploader.timer" {
-				for _, d := range u.Dropins {
-					return *d.Contents, nil
-				}
-			}
-		}
-		return "", nil
+		return timerDropin(Options{BackupInterval: d}, "etcd-snapshot-uploader.timer")
 	}
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
@@ -514,4 +482,24 @@ func TestBackupInterval(t *testing.T) {
 			t.Errorf("%v: %v; want a refusal naming the intervals that work", bad, err)
 		}
 	}
+}
+
+// timerDropin renders a baked flatcar config with o's extra settings and
+// returns the first drop-in of unit ("" when it has none).
+func timerDropin(o Options, unit string) (string, error) {
+	o.Variant, o.Store, o.EtcdVersion, o.Binaries = Flatcar, "file:///var/lib/etcdadm/store", "3.6.16", BinariesBaked
+	_, ign, err := Render(o)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := Parse(ign)
+	if err != nil {
+		return "", err
+	}
+	for _, u := range cfg.Systemd.Units {
+		if u.Name == unit && len(u.Dropins) > 0 {
+			return *u.Dropins[0].Contents, nil
+		}
+	}
+	return "", nil
 }
