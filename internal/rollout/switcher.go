@@ -297,6 +297,12 @@ func (w *switcher) finish(ctx context.Context, rec *Record, etag string, target 
 		w.status(fmt.Sprintf("rollout %s: every member runs %s; waiting for the cluster version (%s) to become %s", pathString(rec.Path), target, cs.ClusterVersion, target.MinorString()))
 		return true, nil
 	}
+	for _, m := range cs.Members { // 3.5 members report no storage version
+		if m.StorageVersion != "" && minorOf(m.StorageVersion) != target.MinorString() {
+			w.status(fmt.Sprintf("rollout %s: cluster version %s; waiting for %s's storage version (%s) to follow", pathString(rec.Path), cs.ClusterVersion, m.Name, m.StorageVersion))
+			return true, nil
+		}
+	}
 	rec.State = Done
 	rec.Note = fmt.Sprintf("done: cluster version %s", cs.ClusterVersion)
 	if _, err := Save(ctx, w.d.Store, *rec, etag, w.d.Now()); err != nil && !errors.Is(err, ErrConflict) {

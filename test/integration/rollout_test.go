@@ -254,6 +254,10 @@ func assertVersions(t *testing.T, cli *clientv3.Client, hosts []*host, want stri
 		if err != nil || s.Version != want {
 			t.Fatalf("%s: runs %v (err %v), want %s", h.Name, s, err, want)
 		}
+		// 3.5 reports no storage version; 3.6+ must have moved with the rollout.
+		if s.StorageVersion != "" && s.StorageVersion != etcdversion.MustParse(want).MinorString()+".0" {
+			t.Fatalf("%s: storage version %s after the rollout to %s", h.Name, s.StorageVersion, want)
+		}
 	}
 	cv, err := rollout.ClusterVersion(ctxT(t), tlsOf(t, hosts[0]), hosts[0].ClientURL())
 	if err != nil || cv != etcdversion.MustParse(want).MinorString()+".0" {
