@@ -63,7 +63,7 @@ Exit codes: 0 requested, 1 failure, 2 refused or not confirmed.`,
 					return cli.Exit("restore: not confirmed. Nothing was changed.", 2)
 				}
 			}
-			p, rep, err := recovery.Request(c.Context, st, b.Name, "", time.Now())
+			p, rep, err := recovery.Request(c.Context, st, b.Name, time.Now())
 			if errors.Is(err, recovery.ErrPending) || errors.Is(err, recovery.ErrTooNew) || errors.Is(err, backup.ErrCorrupt) {
 				return cli.Exit(fmt.Sprintf("restore: %v\nNothing was changed.", err), 2)
 			}

@@ -3,7 +3,6 @@ package adm
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -55,7 +54,7 @@ Exit codes: 0 recorded (or nothing to do), 1 failure, 2 refused.`,
 				if err != nil {
 					return cli.Exit(fmt.Sprintf("%v\nNothing was changed.", err), 2)
 				}
-				fmt.Fprintf(w, "abort requested for the rollout %s (%s): the switchers return the members of the step in flight to where it started; watch with 'etcdadm status'\n", pathOf(rec.Path), rec.State)
+				fmt.Fprintf(w, "abort requested for the rollout %s (%s): the switchers return the members of the step in flight to where it started; watch with 'etcdadm status'\n", rollout.PathString(rec.Path), rec.State)
 				return nil
 			}
 			if c.String("to") == "" {
@@ -108,8 +107,6 @@ func declare(c *cli.Context, st store.Store, to etcdversion.Version, dryRun bool
 	fmt.Fprintf(w, "recorded: the spec says etcd %s; the hosts' etcd-version-switcher units move the members (etcdadm status shows progress)\n", to)
 	return nil
 }
-
-func pathOf(p []string) string { return strings.Join(p, " → ") }
 
 func releaseCommand() *cli.Command {
 	return &cli.Command{

@@ -104,7 +104,7 @@ func printVersions(w io.Writer, vr versionReport) {
 	if rec.State == rollout.Failed {
 		state = "STOPPED"
 	}
-	fmt.Fprintf(w, "rollout: %s: %s (since %s)\n", strings.Join(rec.Path, " → "), state, rec.Started.Format(time.RFC3339))
+	fmt.Fprintf(w, "rollout: %s: %s (since %s)\n", rollout.PathString(rec.Path), state, rec.Started.Format(time.RFC3339))
 	if rec.State != rollout.Done {
 		fmt.Fprintf(w, "  at target: %s; next: %s\n", listOrNone(vr.Done), listOrNone(vr.Pending))
 	}

@@ -3,8 +3,6 @@ package member
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -227,11 +225,10 @@ func (j *joiner) initialCluster(ms []*etcdserverpb.Member, self uint64) string {
 }
 
 func (j *joiner) moveDataAside() error {
-	src := filepath.Join(j.cfg.DataDir, "member")
-	dst := fmt.Sprintf("%s.removed-%s", src, j.d.Now().UTC().Format("20060102T150405Z"))
-	j.log.Warn("this member was removed from the cluster; moving its old data aside (not deleted)", "from", src, "to", dst)
-	if err := os.Rename(src, dst); err != nil {
-		return fmt.Errorf("member join: move old data aside: %w", err)
+	dst, err := MoveAside(j.cfg.DataDir, "removed-"+j.d.Now().UTC().Format("20060102T150405Z"))
+	if err != nil {
+		return fmt.Errorf("member join: %w", err)
 	}
+	j.log.Warn("this member was removed from the cluster; its old data is moved aside (not deleted)", "to", dst)
 	return nil
 }

@@ -32,12 +32,7 @@ func (j *joiner) awaitPlan(ctx context.Context) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		var fresh []Peer
-		for _, p := range peers {
-			if j.d.Now().Sub(p.Updated) < 5*time.Minute {
-				fresh = append(fresh, p)
-			}
-		}
+		fresh := FreshPeers(peers, j.d.Now(), 5*time.Minute)
 		if len(fresh) >= want || (len(fresh) >= quorum && time.Since(start) >= j.cfg.FoundGrace) {
 			p := Plan{Members: fresh[:min(len(fresh), want)], Token: j.cluster.Settings.ClusterToken, Created: j.d.Now().UTC()}
 			return fixPlan(ctx, j.d.Store, p)

@@ -2,12 +2,15 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 )
 
 // DataDir is where this member's data lives (defaults applied).
@@ -95,4 +98,23 @@ func StartForcedAlone(ctx context.Context, cfg Config, d Deps) error {
 		return err
 	}
 	return j.waitLinearizable(ctx, cli)
+}
+
+// MoveAside keeps a data directory's member/ as member.<why> (never
+// deleted): member join, a restore, a recovery and a teardown all use it.
+// A name already taken (an earlier, interrupted try) gets a unique suffix.
+// It returns where the data went, "" when there was none.
+func MoveAside(dataDir, why string) (string, error) {
+	src := filepath.Join(dataDir, "member")
+	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	dst := src + "." + strings.ReplaceAll(why, ":", "")
+	if _, err := os.Stat(dst); err == nil {
+		dst += fmt.Sprintf(".%d", time.Now().UnixNano())
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return "", fmt.Errorf("move %s aside: %w", src, err)
+	}
+	return dst, atomicfile.SyncDir(dataDir)
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -52,8 +51,8 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 		if err := d.Service.Stop(ctx); err != nil {
 			return false, fmt.Errorf("recovery: stop etcd: %w", err)
 		}
-		if err := moveAside(dataDir, p.ID); err != nil {
-			return false, err
+		if _, err := member.MoveAside(dataDir, "before-restore-"+p.ID); err != nil {
+			return false, fmt.Errorf("recovery: %w", err)
 		}
 		if _, err := restore.Member(ctx, d.Store, restore.Config{
 			Backup: rec.Backup, DataDir: dataDir, Name: cfg.Name, InitialCluster: member.InitialCluster(rec.Members),
@@ -141,23 +140,6 @@ func plan(ctx context.Context, d member.Deps, p *Pending) (*Record, string, erro
 		}
 	}
 	return rec, etag, nil
-}
-
-// moveAside keeps the old member data as member.before-restore-<id>.
-func moveAside(dataDir, id string) error {
-	src := filepath.Join(dataDir, "member")
-	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	dst := filepath.Join(dataDir, "member.before-restore-"+strings.ReplaceAll(id, ":", ""))
-	if _, err := os.Stat(dst); err == nil {
-		// An earlier try moved the old data; this member/ is a partial restore.
-		dst += fmt.Sprintf(".%d", time.Now().UnixNano())
-	}
-	if err := os.Rename(src, dst); err != nil {
-		return fmt.Errorf("recovery: move %s aside: %w", src, err)
-	}
-	return atomicfile.SyncDir(dataDir)
 }
 
 // finish retires the command once every member is restored and the

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 )
 
 // Answer is one voting member as seen from outside, without quorum.
@@ -91,7 +93,7 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 		q.Members = append(q.Members, a)
 	}
 	slices.SortFunc(q.Members, func(a, b Answer) int { return strings.Compare(a.Name, b.Name) })
-	q.Need = len(q.Members)/2 + 1
+	q.Need = member.Quorum(len(q.Members))
 	q.Lost = q.Answering < q.Need
 	return q, nil
 }

@@ -107,11 +107,12 @@ func ActRecover(ctx context.Context, cfg member.Config, d member.Deps) (acted bo
 		return false, fmt.Errorf("recover: stop etcd: %w", err)
 	}
 	if cfg.Name != r.Member {
-		if _, err := os.Stat(src); err == nil {
-			if err := os.Rename(src, aside); err != nil {
-				return false, fmt.Errorf("recover: move %s aside: %w", src, err)
-			}
-			log.Warn("the cluster is rebuilt from "+r.Member+": this member's stale data is moved aside (kept); member join adds it back as a new member", "to", aside)
+		dst, err := member.MoveAside(dataDir, "before-recover-"+r.ID)
+		if err != nil {
+			return false, fmt.Errorf("recover: %w", err)
+		}
+		if dst != "" {
+			log.Warn("the cluster is rebuilt from "+r.Member+": this member's stale data is moved aside (kept); member join adds it back as a new member", "to", dst)
 		}
 		return false, writeMarker(marker, r.ID, cfg)
 	}

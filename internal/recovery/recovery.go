@@ -108,7 +108,7 @@ func FindPending(ctx context.Context, st store.Store) (*Pending, error) {
 // backup is verified first (sha256 and the snapshot's own hash); one that
 // is missing, corrupt, or from a newer etcd minor than the cluster runs
 // is refused, and nothing is written.
-func Request(ctx context.Context, st store.Store, name, scratch string, now time.Time) (Pending, backup.Report, error) {
+func Request(ctx context.Context, st store.Store, name string, now time.Time) (Pending, backup.Report, error) {
 	cl, err := clusterspec.Load(ctx, st)
 	if err != nil {
 		return Pending{}, backup.Report{}, err

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -92,14 +89,9 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 		}
 	}
 	dataDir := member.DataDir(cfg)
-	src := filepath.Join(dataDir, "member")
-	if _, err := os.Stat(src); err == nil {
-		dst := filepath.Join(dataDir, "member.torn-down-"+t.At.Format("20060102T150405Z"))
-		if err := os.Rename(src, dst); err != nil {
-			errs = append(errs, fmt.Errorf("move %s aside: %w", src, err))
-		} else if err := atomicfile.SyncDir(dataDir); err != nil {
-			errs = append(errs, err)
-		}
+	if dst, err := member.MoveAside(dataDir, "torn-down-"+t.At.Format("20060102T150405Z")); err != nil {
+		errs = append(errs, err)
+	} else if dst != "" {
 		log.Warn("the cluster was torn down: etcd stopped, its data moved aside (kept)", "to", dst)
 	}
 	log.Info("this store's cluster was torn down at " + t.At.Format(time.RFC3339) + ": nothing runs here until 'etcdadm seed --force' declares a new cluster")

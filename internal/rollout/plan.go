@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
@@ -80,7 +81,7 @@ func Declare(ctx context.Context, st store.Store, to etcdversion.Version, dryRun
 			p := etcdversion.Plan{From: etcdversion.MustParse(rec.Path[0]), To: to, Steps: rec.Steps}
 			return Declared{Plan: p, Unchanged: true}, nil
 		}
-		return Declared{}, fmt.Errorf("%w (%s, %s): wait for it to finish, or run 'etcdadm upgrade --abort' first", ErrRunning, pathString(rec.Path), rec.State)
+		return Declared{}, fmt.Errorf("%w (%s, %s): wait for it to finish, or run 'etcdadm upgrade --abort' first", ErrRunning, PathString(rec.Path), rec.State)
 	}
 	avail, err := Available(ctx, st)
 	if err != nil {
@@ -140,13 +141,5 @@ func RequestAbort(ctx context.Context, st store.Store, now time.Time) (Record, e
 	return *rec, nil
 }
 
-func pathString(p []string) string {
-	s := ""
-	for i, v := range p {
-		if i > 0 {
-			s += " → "
-		}
-		s += v
-	}
-	return s
-}
+// PathString renders a rollout's path: "3.5.35 → 3.6.16".
+func PathString(p []string) string { return strings.Join(p, " → ") }

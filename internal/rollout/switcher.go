@@ -138,7 +138,7 @@ func quietlyIdle(ctx context.Context, cfg Config, d Deps) (bool, error) {
 	if err != nil || rec == nil || rec.State != Done || rec.Target != cl.Spec.EtcdVersion {
 		return false, err
 	}
-	msg := fmt.Sprintf("rollout %s done: this host runs etcd %s", pathString(rec.Path), cur)
+	msg := fmt.Sprintf("rollout %s done: this host runs etcd %s", PathString(rec.Path), cur)
 	if d.Status != nil {
 		d.Status(msg)
 	}
@@ -189,7 +189,7 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 	}
 	switch rec.State {
 	case Done:
-		w.status(fmt.Sprintf("rollout %s done: this member runs etcd %s", pathString(rec.Path), target))
+		w.status(fmt.Sprintf("rollout %s done: this member runs etcd %s", PathString(rec.Path), target))
 		w.out.Idle = true
 		return false, nil
 	case Failed:
@@ -198,19 +198,19 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 		return false, fmt.Errorf("%w: %s failed at %s: %s", ErrStopped, f.Member, f.Version, f.Reason)
 	}
 	if cs.member(w.me) == nil {
-		w.status(fmt.Sprintf("rollout %s: %s is not a member (standby): nothing to switch", pathString(rec.Path), w.me))
+		w.status(fmt.Sprintf("rollout %s: %s is not a member (standby): nothing to switch", PathString(rec.Path), w.me))
 		return false, nil
 	}
 	idx := map[string]int{}
 	k := len(rec.Path)
 	for _, m := range cs.Members {
 		if !m.Healthy {
-			w.status(fmt.Sprintf("rollout %s: waiting: member %s is not healthy", pathString(rec.Path), m.Name))
+			w.status(fmt.Sprintf("rollout %s: waiting: member %s is not healthy", PathString(rec.Path), m.Name))
 			return true, nil
 		}
 		i := rec.Index(m.Version)
 		if i < 0 {
-			return false, fmt.Errorf("rollout: member %s runs etcd %s, which is not on the rollout's path %s: move it by hand to one of those versions, or abort", m.Name, m.Version, pathString(rec.Path))
+			return false, fmt.Errorf("rollout: member %s runs etcd %s, which is not on the rollout's path %s: move it by hand to one of those versions, or abort", m.Name, m.Version, PathString(rec.Path))
 		}
 		idx[m.Name] = i
 		k = min(k, i)
@@ -244,11 +244,11 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 		return n
 	}()
 	if idx[w.me] != k {
-		w.status(fmt.Sprintf("rollout %s: %s runs %s; waiting for %s", pathString(rec.Path), w.me, rec.Path[idx[w.me]], strings.Join(names, ", ")))
+		w.status(fmt.Sprintf("rollout %s: %s runs %s; waiting for %s", PathString(rec.Path), w.me, rec.Path[idx[w.me]], strings.Join(names, ", ")))
 		return true, nil
 	}
 	if pending[0].Name != w.me {
-		w.status(fmt.Sprintf("rollout %s: step to %s: %s goes first (order %s)", pathString(rec.Path), next, pending[0].Name, strings.Join(names, ", ")))
+		w.status(fmt.Sprintf("rollout %s: step to %s: %s goes first (order %s)", PathString(rec.Path), next, pending[0].Name, strings.Join(names, ", ")))
 		return true, nil
 	}
 	return w.myTurn(ctx, next, etcdversion.MustParse(rec.Path[k]))
@@ -294,12 +294,12 @@ func (w *switcher) adopt(ctx context.Context, rec *Record, etag string, target e
 // marks the rollout done.
 func (w *switcher) finish(ctx context.Context, rec *Record, etag string, target etcdversion.Version, cs ClusterState) (bool, error) {
 	if cs.ClusterMinor() != target.MinorString() || cs.DowngradeEnabled {
-		w.status(fmt.Sprintf("rollout %s: every member runs %s; waiting for the cluster version (%s) to become %s", pathString(rec.Path), target, cs.ClusterVersion, target.MinorString()))
+		w.status(fmt.Sprintf("rollout %s: every member runs %s; waiting for the cluster version (%s) to become %s", PathString(rec.Path), target, cs.ClusterVersion, target.MinorString()))
 		return true, nil
 	}
 	for _, m := range cs.Members { // 3.5 members report no storage version
 		if m.StorageVersion != "" && minorOf(m.StorageVersion) != target.MinorString() {
-			w.status(fmt.Sprintf("rollout %s: cluster version %s; waiting for %s's storage version (%s) to follow", pathString(rec.Path), cs.ClusterVersion, m.Name, m.StorageVersion))
+			w.status(fmt.Sprintf("rollout %s: cluster version %s; waiting for %s's storage version (%s) to follow", PathString(rec.Path), cs.ClusterVersion, m.Name, m.StorageVersion))
 			return true, nil
 		}
 	}
@@ -309,7 +309,7 @@ func (w *switcher) finish(ctx context.Context, rec *Record, etag string, target 
 		return false, err
 	}
 	w.out.Done = true
-	w.status(fmt.Sprintf("rollout %s done: every member runs %s, cluster version %s", pathString(rec.Path), target, cs.ClusterVersion))
+	w.status(fmt.Sprintf("rollout %s done: every member runs %s, cluster version %s", PathString(rec.Path), target, cs.ClusterVersion))
 	return false, nil
 }
 
