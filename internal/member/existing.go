@@ -40,6 +40,17 @@ func (j *joiner) existing(ctx context.Context) (Result, error) {
 			return Result{Action: Rejoin, Reason: "restart on existing data"}, nil
 		}
 		if m := j.find(ml.Members); m != nil {
+			if !slices.Contains(m.PeerURLs, j.me.PeerURL) {
+				// An adopted member whose old peer URL used another
+				// host form: advertise ours from now on.
+				j.log.Info("updating this member's peer URL", "from", strings.Join(m.PeerURLs, ","), "to", j.me.PeerURL)
+				if err := j.retry(ctx, "update peer URL", func() error {
+					_, err := cli.MemberUpdate(ctx, m.ID, []string{j.me.PeerURL})
+					return err
+				}); err != nil {
+					return Result{}, fmt.Errorf("member join: update %s's peer URL to %s: %w", j.me.Name, j.me.PeerURL, err)
+				}
+			}
 			if err := j.startEtcd(ctx, "existing", j.initialCluster(ml.Members, m.ID), j.cluster.Settings.ClusterToken); err != nil {
 				return Result{}, err
 			}

@@ -42,7 +42,7 @@ func (j *joiner) awaitPlan(ctx context.Context) (*Plan, error) {
 		}
 		j.log.Info("waiting for founders to register", "registered", len(fresh), "planned", want, "quorum", quorum, "foundWithQuorumIn", (j.cfg.FoundGrace - time.Since(start)).Round(time.Second))
 		if time.Since(lastReg) > 30*time.Second {
-			if err := register(ctx, j.d.Store, j.withTime(j.me)); err != nil {
+			if err := Register(ctx, j.d.Store, j.withTime(j.me)); err != nil {
 				return nil, err
 			}
 			lastReg = time.Now()

@@ -131,7 +131,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if err := register(ctx, d.Store, j.withTime(j.me)); err != nil {
+	if err := Register(ctx, d.Store, j.withTime(j.me)); err != nil {
 		return Result{}, err
 	}
 	if err := j.useClusterVersion(ctx); err != nil {

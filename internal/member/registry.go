@@ -25,7 +25,9 @@ type Peer struct {
 	Versions []string `json:"versions,omitempty"`
 }
 
-func register(ctx context.Context, st store.Store, p Peer) error {
+// Register writes a host's entry in the peer registry (member join; an
+// adoption registers the members it found).
+func Register(ctx context.Context, st store.Store, p Peer) error {
 	b, err := json.MarshalIndent(p, "", "  ")
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -145,18 +144,15 @@ func Request(ctx context.Context, st store.Store, name string, now time.Time) (P
 
 // Load reads our record of a command; nil when there is none yet.
 func Load(ctx context.Context, st store.Store, id string) (*Record, string, error) {
-	b, info, err := store.GetBytes(ctx, st, recordPrefix+id+".json", 1<<20)
+	var r Record
+	etag, err := store.GetJSON(ctx, st, recordPrefix+id+".json", &r)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, "", nil
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("recovery: %w", err)
 	}
-	var r Record
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, "", fmt.Errorf("recovery: %s%s.json: %w", recordPrefix, id, err)
-	}
-	return &r, info.ETag, nil
+	return &r, etag, nil
 }
 
 // Latest returns the newest record (for etcdadm status), nil if none.

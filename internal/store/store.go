@@ -112,6 +112,20 @@ func GetBytes(ctx context.Context, s Store, key string, limit int64) ([]byte, In
 	return b, info, nil
 }
 
+// GetJSON reads a small JSON object (at most 1 MiB) into v and returns
+// its ETag (for a conditional write back with Since); ErrNotFound when
+// there is none.
+func GetJSON(ctx context.Context, s Store, key string, v any) (string, error) {
+	b, info, err := GetBytes(ctx, s, key, 1<<20)
+	if err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return "", fmt.Errorf("%s: %w", key, err)
+	}
+	return info.ETag, nil
+}
+
 // EachJSON reads every NAME.json object directly below prefix (one
 // listing, then one read each) and calls fn with NAME and the content;
 // objects deleted between the listing and the read are skipped.

@@ -22,6 +22,7 @@ import (
 type PKI struct {
 	Dir                   string
 	CACert                string
+	CAKey                 string // the CA's private key (0600), to adopt the cluster
 	ServerCert, ServerKey string
 	PeerCert, PeerKey     string
 	ClientCert, ClientKey string
@@ -35,6 +36,7 @@ func NewPKI(t testing.TB) *PKI {
 	p := &PKI{
 		Dir:        dir,
 		CACert:     filepath.Join(dir, "ca.crt"),
+		CAKey:      filepath.Join(dir, "ca.key"),
 		ServerCert: filepath.Join(dir, "server.crt"),
 		ServerKey:  filepath.Join(dir, "server.key"),
 		PeerCert:   filepath.Join(dir, "peer.crt"),
@@ -62,6 +64,11 @@ func NewPKI(t testing.TB) *PKI {
 		t.Fatalf("testenv: parse CA: %v", err)
 	}
 	writePEM(t, p.CACert, "CERTIFICATE", caDER, 0o644)
+	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	if err != nil {
+		t.Fatalf("testenv: CA key: %v", err)
+	}
+	writePEM(t, p.CAKey, "EC PRIVATE KEY", caKeyDER, 0o600)
 
 	hosts := []string{"localhost"}
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
