@@ -120,7 +120,14 @@ func adopt(c *cli.Context) error {
 	if suffix == "" {
 		suffix = "none: members are reached by address"
 	}
-	fmt.Fprintf(w, "backup %s (verified); CA %s; TLS %s; DNS suffix %s\n", rep.Backup, map[bool]string{true: "imported", false: "already in the store"}[rep.CAStored], rep.Settings.TLS, suffix)
+	caState := "already in the store"
+	switch {
+	case rep.Settings.TLS == "insecure":
+		caState = "none (plaintext cluster)"
+	case rep.CAStored:
+		caState = "imported"
+	}
+	fmt.Fprintf(w, "backup %s (verified); CA %s; TLS %s; DNS suffix %s\n", rep.Backup, caState, rep.Settings.TLS, suffix)
 	fmt.Fprintf(w, "next, one master at a time: stop its old etcd, reprovision it with our config keeping /var/lib/etcd, host name = member name; wait for 'etcdadm status' to show it healthy before the next\n")
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,7 +75,9 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 }
 
 // ownDataDir makes the data directory etcd's: a freshly formatted volume
-// mounted there belongs to root. Only the directory itself is changed.
+// mounted there belongs to root. The directory itself is changed, and
+// member/ when someone else owns it (data of an etcd we adopted, which
+// kubeadm and plain units run as root).
 func (j *joiner) ownDataDir() error {
 	if err := os.MkdirAll(j.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("member join: data dir: %w", err)
@@ -85,6 +88,15 @@ func (j *joiner) ownDataDir() error {
 	if j.cfg.Owner.UID >= 0 {
 		if err := os.Chown(j.cfg.DataDir, j.cfg.Owner.UID, j.cfg.Owner.GID); err != nil {
 			return fmt.Errorf("member join: data dir: %w", err)
+		}
+		mdir := filepath.Join(j.cfg.DataDir, "member")
+		if fi, err := os.Stat(mdir); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != j.cfg.Owner.UID || int(st.Gid) != j.cfg.Owner.GID) {
+				j.log.Info("taking over the data: giving it to etcd's user", "dir", mdir, "uid", j.cfg.Owner.UID)
+				if err := chownTree(mdir, j.cfg.Owner.UID, j.cfg.Owner.GID); err != nil {
+					return fmt.Errorf("member join: data dir: %w", err)
+				}
+			}
 		}
 	}
 	return nil

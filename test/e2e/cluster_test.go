@@ -55,6 +55,9 @@ type clusterOptions struct {
 	env       map[string]string
 	// binds are further directories bound into every host.
 	binds []harness.Bind
+	// unseeded: the store stays empty (no seed, no CA): 'etcdadm adopt'
+	// fills it.
+	unseeded bool
 }
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
@@ -70,6 +73,9 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", version, "--cluster-name", "e2e", "--dns-suffix", dnsSuffix},
 		{"pki", "init", "--store", c.storeURL},
 	} {
+		if o.unseeded {
+			break
+		}
 		if out, err := c.adm(t, args...); err != nil {
 			t.Fatalf("etcdadm %s: %v\n%s", args[0], err, out)
 		}

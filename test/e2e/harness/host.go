@@ -466,6 +466,25 @@ func (h *Host) Crash(t testing.TB) {
 	t.Logf("harness: host %q crashed", h.name)
 }
 
+// Reprovision applies an Ignition config (opts.Ignition) to the root of
+// a host that is powered off, as a reprovisioning that keeps the disk
+// would (the host's files stay, the config's are added), then powers it on
+// with opts.
+func (h *Host) Reprovision(t testing.TB, opts HostOptions) {
+	t.Helper()
+	if h.Running() {
+		t.Fatalf("harness: Reprovision %s: still running; power it off first", h.name)
+	}
+	if opts.Ignition == nil {
+		t.Fatalf("harness: Reprovision %s: no Ignition config", h.name)
+	}
+	if err := h.applyIgnition(ignitionApply(t), opts.Ignition); err != nil {
+		t.Fatalf("harness: Reprovision %s: %v", h.name, err)
+	}
+	t.Logf("harness: host %q: Ignition config applied to its disk", h.name)
+	h.PowerOn(t, opts)
+}
+
 // PowerOn boots a host that was powered off or crashed again, on the same
 // root (its disk) and address, with the same options it first booted
 // with: the port is plugged back in and systemd starts from scratch.
