@@ -46,6 +46,10 @@ type HostOptions struct {
 	// ignition-apply cannot create users (use sysusers.d files) and does not
 	// overwrite existing files unless the config says `overwrite: true`.
 	Ignition []byte
+	// FetchRemote lets ignition-apply download the config's remote sources
+	// (from a server on the test machine's loopback: it runs there);
+	// otherwise it is run --offline and a remote source is an error.
+	FetchRemote bool
 	// Binds are files or directories of the test machine bound into the
 	// host, e.g. a directory of binaries read-only at /opt/etcdadm/bin.
 	Binds []Bind
@@ -129,7 +133,7 @@ func (n *Network) Boot(t testing.TB, name string, opts HostOptions) *Host {
 	}
 	if opts.Ignition != nil {
 		start := time.Now()
-		if err := h.applyIgnition(ignition, opts.Ignition); err != nil {
+		if err := h.applyIgnition(ignition, opts.Ignition, opts.FetchRemote); err != nil {
 			t.Fatalf("harness: Boot %s: %v", name, err)
 		}
 		t.Logf("harness: host %q: Ignition config applied in %s", name, time.Since(start).Round(time.Millisecond))
@@ -206,7 +210,7 @@ func (h *Host) plugIn() error {
 
 // applyIgnition runs ignition-apply on the host's root, then presets the
 // units, as Ignition and systemd's first boot would on a real host.
-func (h *Host) applyIgnition(bin string, config []byte) error {
+func (h *Host) applyIgnition(bin string, config []byte, fetch bool) error {
 	// Flatcar and Fedora CoreOS keep systemd's default preset, "disable *":
 	// a unit the config does not enable stays off. Debian ships "enable *";
 	// the same file name under /etc overrides it, as it would there.
@@ -223,7 +227,11 @@ func (h *Host) applyIgnition(bin string, config []byte) error {
 	}
 	// ignition-apply refuses to run unless it believes it is in a
 	// container; it is: it writes a container's root.
-	out, err := output([]string{"container=etcdadm-e2e"}, bin, "--root", h.root, "--offline", "--ignore-unsupported", cfg)
+	args := []string{"--root", h.root, "--ignore-unsupported", cfg}
+	if !fetch {
+		args = append([]string{"--offline"}, args...)
+	}
+	out, err := output([]string{"container=etcdadm-e2e"}, bin, args...)
 	_ = os.WriteFile(filepath.Join(h.dir, "ignition.log"), []byte(out), 0o644)
 	if err != nil {
 		return fmt.Errorf("ignition-apply: %w", err)
@@ -478,7 +486,7 @@ func (h *Host) Reprovision(t testing.TB, opts HostOptions) {
 	if opts.Ignition == nil {
 		t.Fatalf("harness: Reprovision %s: no Ignition config", h.name)
 	}
-	if err := h.applyIgnition(ignitionApply(t), opts.Ignition); err != nil {
+	if err := h.applyIgnition(ignitionApply(t), opts.Ignition, opts.FetchRemote); err != nil {
 		t.Fatalf("harness: Reprovision %s: %v", h.name, err)
 	}
 	t.Logf("harness: host %q: Ignition config applied to its disk", h.name)
