@@ -16,6 +16,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/memberflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 )
@@ -95,6 +96,19 @@ func run(c *cli.Context, reconcile bool) error {
 	}
 	defer svc.Conn.Close()
 	deps := member.Deps{Store: st, Service: svc, Log: log, Now: time.Now}
+	p, err := pause.Get(ctx, st)
+	if err != nil {
+		return err
+	}
+	if p != nil && reconcile {
+		log.Info("reconcile: " + p.String() + "; nothing changed")
+		return nil
+	}
+	if p != nil {
+		res, err := member.RunPaused(ctx, cfg, deps, p.String())
+		logResult(log, res)
+		return err
+	}
 	if reconcile {
 		removed, err := member.Reconcile(ctx, cfg, deps)
 		if err != nil {

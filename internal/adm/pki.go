@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 )
 
@@ -79,6 +80,7 @@ For kube-apiserver, e.g.:
 					&cli.StringFlag{Name: "out-dir", Required: true, Usage: "directory to write NAME.crt, NAME.key and ca.crt into (created 0700 if missing)"},
 					&cli.DurationFlag{Name: "validity", Value: pki.DefaultLeafValidity, Usage: "how long the certificate is valid"},
 					ownerFlag,
+					&cli.BoolFlag{Name: "kubeadm", Usage: "also print the etcd.external section of a kubeadm ClusterConfiguration for these files and the cluster's members"},
 				},
 				Action: pkiIssueClient,
 			},
@@ -176,6 +178,21 @@ func pkiIssueClient(c *cli.Context) error {
 	} else {
 		fmt.Fprintf(c.App.Writer, "kept %s: valid until %s, renewal due after %s ('etcdadm pki renew --dir %s')\n", crt, until, infos[i].RenewAfter.UTC().Format(time.RFC3339), dir)
 	}
+	if !c.Bool("kubeadm") {
+		return nil
+	}
+	peers, err := member.Peers(c.Context, st)
+	if err != nil {
+		return err
+	}
+	if len(peers) == 0 {
+		return cli.Exit("pki issue-client --kubeadm: no member in the store's peer registry yet: run it once the cluster is up", 1)
+	}
+	fmt.Fprintln(c.App.Writer, "\n# kubeadm ClusterConfiguration (kubeadm.k8s.io/v1beta4), external etcd:\netcd:\n  external:\n    endpoints:")
+	for _, p := range peers {
+		fmt.Fprintf(c.App.Writer, "    - %s\n", p.ClientURL)
+	}
+	fmt.Fprintf(c.App.Writer, "    caFile: %s\n    certFile: %s\n    keyFile: %s\n", filepath.Join(dir, pki.CAFile), crt, filepath.Join(dir, name+".key"))
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
@@ -30,6 +31,8 @@ type versionReport struct {
 	Error   string   `json:"error,omitempty"`
 	// Restore is the latest cluster restore (etcdadm restore).
 	Restore *recovery.Record `json:"restore,omitempty"`
+	// Paused: 'etcdadm pause' holds the automation.
+	Paused *pause.Pause `json:"paused,omitempty"`
 }
 
 func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
@@ -47,6 +50,9 @@ func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
 	}
 	if r, err := recovery.Latest(c.Context, st); err == nil {
 		vr.Restore = r
+	}
+	if p, err := pause.Get(c.Context, st); err == nil {
+		vr.Paused = p
 	}
 	rec, _, err := rollout.Load(c.Context, st)
 	if err != nil {
@@ -75,6 +81,9 @@ func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
 }
 
 func printVersions(w io.Writer, vr versionReport) {
+	if vr.Paused != nil {
+		fmt.Fprintf(w, "\nAUTOMATION PAUSED: %s\n", vr.Paused)
+	}
 	if vr.ClusterVersion != "" {
 		fmt.Fprintf(w, "\ncluster version: %s", vr.ClusterVersion)
 		if vr.Downgrade != "" {

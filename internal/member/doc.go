@@ -8,6 +8,7 @@
 //	rejoin   the data directory holds this member's data: start
 //	replace  the member exists but its data is gone: back up, remove, join
 //	standby  the cluster is full: leave membership alone, re-check later
+//	paused   'etcdadm pause' holds the automation: no membership change
 //
 // Membership changes are serialized by a lock in etcd, one learner at a
 // time, never a removal that loses quorum. Reconcile shrinks a cluster to
@@ -26,6 +27,9 @@ const (
 	Rejoin  Action = "rejoin"
 	Replace Action = "replace"
 	Standby Action = "standby"
+	// Paused: the operator holds the automation ('etcdadm pause'):
+	// nothing changed, etcd at most restarted on this host's own data.
+	Paused Action = "paused"
 )
 
 // Store keys of ours.

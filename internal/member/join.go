@@ -142,6 +142,30 @@ func Run(ctx context.Context, cfg Config, d Deps) (Result, error) {
 	return res, err
 }
 
+// RunPaused is member join while the operator holds the automation: no
+// membership change, no founding; a host with data of its own gets its
+// etcd started on it (a reboot during the pause keeps its member), any
+// other host waits.
+func RunPaused(ctx context.Context, cfg Config, d Deps, why string) (Result, error) {
+	cfg.defaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	j, err := newJoiner(ctx, cfg, d)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Action: Paused, Reason: why + "; nothing changed", Member: j.me}
+	if !j.hasData() {
+		return res, nil
+	}
+	if err := j.startEtcd(ctx, "existing", j.me.Name+"="+j.me.PeerURL, j.cluster.Settings.ClusterToken); err != nil {
+		return res, err
+	}
+	res.Reason = why + "; etcd started on this host's own data, membership unchanged"
+	return res, nil
+}
+
 // clusterRemains says what shows a cluster exists without a spec: data
 // on this host, hosts in the peer registry, a founding plan ("" if none).
 func clusterRemains(ctx context.Context, cfg Config, st store.Store) string {

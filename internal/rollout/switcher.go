@@ -17,6 +17,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 )
 
 // Config of one switcher run.
@@ -99,6 +100,14 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	defer s.Close()
 	w := &switcher{cfg: cfg, d: d, s: s, dir: etcdbin.HostDir(s.Config().Root), log: d.Log.With("component", "version-switcher"), me: s.Self().Name}
 	if err := w.resume(ctx); err != nil {
+		return w.out, err
+	}
+	// A switch interrupted by a crash is finished above; nothing new
+	// starts while the operator holds the automation.
+	if p, err := pause.Get(ctx, d.Store); err != nil || p != nil {
+		if p != nil {
+			w.out.Summary = "rollout waits: " + p.String()
+		}
 		return w.out, err
 	}
 	deadline := time.Now().Add(cfg.Timeout)

@@ -20,6 +20,9 @@ var (
 	ErrFsck = errors.New("file system check failed")
 	// ErrConfig: the configuration is incomplete or contradictory.
 	ErrConfig = errors.New("bad configuration")
+	// ErrPaused: 'etcdadm pause' holds the automation; an expired volume
+	// waits for 'etcdadm resume' to be taken over.
+	ErrPaused = errors.New("the automation is paused")
 	// ErrStore: the store could not be read or written.
 	ErrStore = errors.New("store")
 )

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -160,7 +161,7 @@ func (p *Pool) Acquire(ctx context.Context, names []string) (Claim, error) {
 	if backoff <= 0 {
 		backoff = time.Second
 	}
-	pause := func(d time.Duration, err error) error {
+	sleep := func(d time.Duration, err error) error {
 		select {
 		case <-time.After(d):
 			return nil
@@ -184,7 +185,16 @@ func (p *Pool) Acquire(ctx context.Context, names []string) (Claim, error) {
 			// holder's clock and ours need not agree to the millisecond.
 			wait := min(max(time.Until(nf.Next.Expires)+time.Second, time.Second), p.Lease)
 			p.log().Info("every volume is held; waiting for the first lease to run out", "volume", nf.Next.Volume, "holder", nf.Next.Holder, "expires", nf.Next.Expires, "wait", wait.Round(time.Second))
-			if err := pause(wait, err); err != nil {
+			if err := sleep(wait, err); err != nil {
+				return Claim{}, err
+			}
+			continue
+		case errors.Is(err, ErrPaused):
+			if !p.WaitForFree {
+				return c, err
+			}
+			p.log().Info("waiting for 'etcdadm resume'", "reason", err)
+			if err := sleep(min(15*time.Second, p.Lease), err); err != nil {
 				return Claim{}, err
 			}
 			continue
@@ -194,7 +204,7 @@ func (p *Pool) Acquire(ctx context.Context, names []string) (Claim, error) {
 			return Claim{}, fmt.Errorf("claim: %w: giving up after %d attempts: %w", ErrStore, failures, err)
 		}
 		p.log().Warn("claim attempt failed; retrying", "attempt", failures, "err", err, "backoff", backoff)
-		if err := pause(backoff, err); err != nil {
+		if err := sleep(backoff, err); err != nil {
 			return Claim{}, fmt.Errorf("%w: %w", ErrStore, err)
 		}
 		backoff = min(2*backoff, 15*time.Second)
@@ -242,6 +252,7 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 		return c, nil
 	}
 	var next *Claim // the live lease that runs out first
+	held := ""      // why an expired volume was not taken over
 	for i, n := range names {
 		v := view[i]
 		c := Claim{Volume: n, Holder: p.HostID, Expires: now.Add(p.Lease), Generation: 1, Acquired: now}
@@ -252,6 +263,14 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 					next = &view[i].claim
 					next.Volume = n
 				}
+				continue
+			}
+			// Taking a dead host's member over is the automation's
+			// call; the operator may be holding it.
+			if pz, err := pause.Get(ctx, p.Store); err != nil {
+				return Claim{}, err
+			} else if pz != nil {
+				held = fmt.Sprintf("volume %s (expired) is not taken over: %s", n, pz)
 				continue
 			}
 			c.Generation = v.claim.Generation + 1
@@ -272,6 +291,9 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 			p.log().Info("claimed a new volume", "volume", n)
 		}
 		return c, nil
+	}
+	if next == nil && held != "" {
+		return Claim{}, fmt.Errorf("claim: %s: %w", held, ErrPaused)
 	}
 	if next == nil {
 		// Every free one was taken between our read and our write.
