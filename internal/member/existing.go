@@ -117,7 +117,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 	if err != nil {
 		return Result{}, fmt.Errorf("member join: add %s as learner: %w", j.me.Name, err)
 	}
-	j.log.Info("added as learner", "id", fmt.Sprintf("%x", add.Member.ID))
+	j.log.Info("added as learner", "id", fmt.Sprintf("%x", add.Member.ID), "by hand", "etcdctl member add "+j.me.Name+" --learner --peer-urls="+j.me.PeerURL+"; then start etcd with --initial-cluster-state=existing and 'etcdctl member promote'")
 	if err := j.startEtcd(ctx, "existing", j.initialCluster(add.Members, add.Member.ID), j.cluster.Settings.ClusterToken); err != nil {
 		return Result{}, err
 	}
@@ -148,7 +148,7 @@ func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members 
 			return fmt.Errorf("member join: backup before replacing %s: %w", stale.Name, err)
 		}
 	}
-	j.log.Info("replacing: removing the stale member whose data is gone", "id", fmt.Sprintf("%x", stale.ID))
+	j.log.Info("replacing: removing the stale member whose data is gone", "id", fmt.Sprintf("%x", stale.ID), "by hand", fmt.Sprintf("etcdadm backup now; etcdadm member remove %s", displayName(stale)))
 	if err := j.removeMember(ctx, cli, stale.ID); err != nil {
 		return fmt.Errorf("member join: remove stale %s: %w", stale.Name, err)
 	}

@@ -74,7 +74,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 		if err := j.removeMember(ctx, cli, victim.ID); err != nil {
 			return removed, fmt.Errorf("reconcile: remove %s: %w", victim.Name, err)
 		}
-		j.log.Info("removed surplus member", "removed", victim.Name, "members", len(voters)-1, "want", want)
+		j.log.Info("removed surplus member", "removed", victim.Name, "members", len(voters)-1, "want", want, "by hand", "etcdadm member remove "+victim.Name)
 		removed = append(removed, victim.Name)
 	}
 }
