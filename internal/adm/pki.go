@@ -107,6 +107,7 @@ a CA the store does not know.`,
 				Flags:  []cli.Flag{cliflags.Store(), dirFlag("", "also show the certificates in this directory, e.g. /etc/etcd/pki"), outputFlag()},
 				Action: pkiShow,
 			},
+			rotateCACommand(),
 		},
 	}
 }

@@ -56,12 +56,8 @@ Exit codes: 0 requested, 1 failure, 2 refused or not confirmed.`,
 			}
 			w := c.App.Writer
 			fmt.Fprintf(w, "This replaces the data of EVERY member with backup %s (%s, etcd %s).\nEverything written after it is lost. Kubernetes: stop every kube-apiserver first; restart them and the controllers after.\n", b.Name, b.Time.Format(time.RFC3339), b.Meta.EtcdVersion)
-			if !c.Bool("yes") {
-				fmt.Fprint(w, "Type 'restore' to go on: ")
-				line, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
-				if strings.TrimSpace(line) != "restore" {
-					return cli.Exit("restore: not confirmed. Nothing was changed.", 2)
-				}
+			if err := confirm(c, "restore"); err != nil {
+				return err
 			}
 			p, rep, err := recovery.Request(c.Context, st, b.Name, time.Now())
 			if errors.Is(err, recovery.ErrPending) || errors.Is(err, recovery.ErrTooNew) || errors.Is(err, backup.ErrCorrupt) {
@@ -94,12 +90,9 @@ cluster. Take a last backup first ('etcdadm backup now').`,
 				return err
 			}
 			w := c.App.Writer
-			if !c.Bool("yes") {
-				fmt.Fprint(w, "Every host will stop etcd and move its data aside. Type 'teardown' to go on: ")
-				line, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
-				if strings.TrimSpace(line) != "teardown" {
-					return cli.Exit("teardown: not confirmed. Nothing was changed.", 2)
-				}
+			fmt.Fprintln(w, "Every host will stop etcd and move its data aside.")
+			if err := confirm(c, "teardown"); err != nil {
+				return err
 			}
 			if err := recovery.RequestTeardown(c.Context, st, time.Now()); err != nil {
 				return err
@@ -141,12 +134,9 @@ last backup; this loses only what the named member had not received.`,
 			}
 			name := c.String("from-member")
 			w := c.App.Writer
-			if !c.Bool("yes") {
-				fmt.Fprintf(w, "%d of %d members answer. The cluster will be rebuilt from %s; the others' data is moved aside. Type 'recover' to go on: ", q.Answering, len(q.Members), name)
-				line, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
-				if strings.TrimSpace(line) != "recover" {
-					return cli.Exit("recover: not confirmed. Nothing was changed.", 2)
-				}
+			fmt.Fprintf(w, "%d of %d members answer. The cluster will be rebuilt from %s; the others' data is moved aside.\n", q.Answering, len(q.Members), name)
+			if err := confirm(c, "recover"); err != nil {
+				return err
 			}
 			r, err := recovery.RequestRecover(c.Context, st, q, name, time.Now())
 			if err != nil {
@@ -205,4 +195,18 @@ func printQuorumLoss(c *cli.Context, w io.Writer, st store.Store, r status.Repor
 	}
 	fmt.Fprintf(w, "  etcdadm recover --from-member %s --store ...   keeps everything %s had (it has the most of the log)\n", q.Best, q.Best)
 	fmt.Fprintf(w, "  etcdadm restore latest --store ...              loses what was written after %s\n", backupNote)
+}
+
+// confirm asks the operator to type word, unless --yes; anything else
+// ends the command with exit code 2, having changed nothing.
+func confirm(c *cli.Context, word string) error {
+	if c.Bool("yes") {
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "Type '%s' to go on: ", word)
+	line, _ := bufio.NewReader(c.App.Reader).ReadString('\n')
+	if strings.TrimSpace(line) != word {
+		return cli.Exit(c.Command.Name+": not confirmed. Nothing was changed.", 2)
+	}
+	return nil
 }

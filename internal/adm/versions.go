@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
@@ -33,6 +34,8 @@ type versionReport struct {
 	Restore *recovery.Record `json:"restore,omitempty"`
 	// Paused: 'etcdadm pause' holds the automation.
 	Paused *pause.Pause `json:"paused,omitempty"`
+	// CARotation: the latest CA rotation (etcdadm pki rotate-ca).
+	CARotation *pki.Rotation `json:"caRotation,omitempty"`
 }
 
 func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
@@ -53,6 +56,9 @@ func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
 	}
 	if p, err := pause.Get(c.Context, st); err == nil {
 		vr.Paused = p
+	}
+	if r, _, err := pki.LoadRotation(c.Context, st); err == nil {
+		vr.CARotation = r
 	}
 	rec, _, err := rollout.Load(c.Context, st)
 	if err != nil {
@@ -93,6 +99,9 @@ func printVersions(w io.Writer, vr versionReport) {
 	}
 	if vr.Error != "" {
 		fmt.Fprintf(w, "rollout: cannot read it: %s\n", vr.Error)
+	}
+	if vr.CARotation.Active() {
+		fmt.Fprintln(w, vr.CARotation.String())
 	}
 	if r := vr.Restore; r != nil && r.State != recovery.Done {
 		var done []string

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 )
 
 // rolloutLockKey serializes version switches: one member at a time in the
@@ -94,4 +95,20 @@ func (s *Session) Backup(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("backup: %w", err)
 	}
 	return name, nil
+}
+
+// RefreshCerts brings this member's certificate directory up to date with
+// the CA in the store: the bundle, and, with reissue, certificates of the
+// signing CA only (a CA rotation's reissue phase). It returns the
+// certificate files it wrote. etcd serves renewed certificates on the
+// next connection; a changed bundle is trusted after a restart.
+func (s *Session) RefreshCerts(ctx context.Context, reissue bool) ([]string, error) {
+	ca, err := pki.LoadCA(ctx, s.j.d.Store)
+	if err != nil {
+		return nil, err
+	}
+	if !reissue {
+		return nil, ca.IssueMember(ctx, s.j.cfg.PKIDir, s.j.certRequest(), s.j.cfg.Owner)
+	}
+	return ca.ReissueMember(ctx, s.j.cfg.PKIDir, s.j.certRequest(), s.j.cfg.Owner)
 }

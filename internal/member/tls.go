@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
@@ -21,20 +22,7 @@ func (j *joiner) setupTLS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var dns []string
-	if u, _ := url.Parse(j.me.PeerURL); u != nil && net.ParseIP(u.Hostname()) == nil {
-		dns = append(dns, u.Hostname())
-	}
-	if sfx := j.cluster.Settings.DNSSuffix; sfx != "" {
-		dns = append(dns, j.cfg.Name+"."+sfx)
-	}
-	ips := j.cfg.IPs
-	if u, _ := url.Parse(j.me.PeerURL); u != nil {
-		if ip := net.ParseIP(u.Hostname()); ip != nil {
-			ips = append(ips, ip)
-		}
-	}
-	if err := ca.IssueMember(ctx, j.cfg.PKIDir, pki.MemberRequest{Name: j.cfg.Name, DNSNames: dns, IPs: ips}, j.cfg.Owner); err != nil {
+	if err := ca.IssueMember(ctx, j.cfg.PKIDir, j.certRequest(), j.cfg.Owner); err != nil {
 		return fmt.Errorf("member join: certificates: %w", err)
 	}
 	info := transport.TLSInfo{
@@ -47,4 +35,23 @@ func (j *joiner) setupTLS(ctx context.Context) error {
 		return fmt.Errorf("member join: client TLS: %w", err)
 	}
 	return nil
+}
+
+// certRequest names this member in its certificates: its name, its DNS
+// names and its addresses.
+func (j *joiner) certRequest() pki.MemberRequest {
+	var dns []string
+	if u, _ := url.Parse(j.me.PeerURL); u != nil && net.ParseIP(u.Hostname()) == nil {
+		dns = append(dns, u.Hostname())
+	}
+	if sfx := j.cluster.Settings.DNSSuffix; sfx != "" {
+		dns = append(dns, j.cfg.Name+"."+sfx)
+	}
+	ips := slices.Clone(j.cfg.IPs)
+	if u, _ := url.Parse(j.me.PeerURL); u != nil {
+		if ip := net.ParseIP(u.Hostname()); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	return pki.MemberRequest{Name: j.cfg.Name, DNSNames: dns, IPs: ips}
 }

@@ -158,17 +158,26 @@ func normIPs(ips []net.IP) []net.IP {
 // are 0600 and certificates 0644, owned by owner; every file is replaced
 // atomically. Certificates that are already right (this CA signed them,
 // same names and usages, more than a third of their lifetime left) are
-// kept, so re-running a join changes nothing.
+// kept, so re-running a join changes nothing. A certificate of another
+// valid CA of the bundle counts as right: during a CA rotation members keep
+// the old CA's certificates until the rotation reissues them
+// (ReissueMember), so clients that know only the old CA still verify them.
 func (ca *CA) IssueMember(ctx context.Context, dir string, req MemberRequest, owner Owner) error {
-	_, err := ca.issueMember(ctx, dir, req, owner, time.Now())
+	_, err := ca.issueMember(ctx, dir, req, owner, time.Now(), false)
 	return err
 }
 
-func (ca *CA) issueMember(ctx context.Context, dir string, req MemberRequest, owner Owner, now time.Time) ([]string, error) {
+// ReissueMember is IssueMember where only certificates of the signing CA
+// count as right: what a CA rotation runs on each member.
+func (ca *CA) ReissueMember(ctx context.Context, dir string, req MemberRequest, owner Owner) (issued []string, err error) {
+	return ca.issueMember(ctx, dir, req, owner, time.Now(), true)
+}
+
+func (ca *CA) issueMember(ctx context.Context, dir string, req MemberRequest, owner Owner, now time.Time, strict bool) ([]string, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
-	return ca.writeLeaves(ctx, dir, req.leaves(), owner, now)
+	return ca.writeLeaves(ctx, dir, req.leaves(), owner, now, strict)
 }
 
 // IssueClient signs a client certificate with CN name and a new key, for
@@ -215,7 +224,7 @@ func (ca *CA) IssueClientFiles(ctx context.Context, dir, name string, validity t
 	if err != nil {
 		return false, fmt.Errorf("pki: %w", err)
 	}
-	out, err := ca.writeLeaves(ctx, dir, []leaf{l}, owner, time.Now())
+	out, err := ca.writeLeaves(ctx, dir, []leaf{l}, owner, time.Now(), true)
 	return len(out) > 0, err
 }
 
@@ -227,8 +236,8 @@ func (ca *CA) usable(now time.Time) error {
 }
 
 // writeLeaves brings ca.crt and each leaf in dir up to date, and returns
-// the certificate files it (re)issued.
-func (ca *CA) writeLeaves(ctx context.Context, dir string, leaves []leaf, owner Owner, now time.Time) (issued []string, err error) {
+// the certificate files it (re)issued; strict: see current.
+func (ca *CA) writeLeaves(ctx context.Context, dir string, leaves []leaf, owner Owner, now time.Time, strict bool) (issued []string, err error) {
 	if err := ca.usable(now); err != nil {
 		return nil, err
 	}
@@ -249,7 +258,7 @@ func (ca *CA) writeLeaves(ctx context.Context, dir string, leaves []leaf, owner 
 	}
 	for _, l := range leaves {
 		crt, key := filepath.Join(dir, l.base+".crt"), filepath.Join(dir, l.base+".key")
-		if ca.current(dir, l, now) {
+		if ca.current(dir, l, now, strict) {
 			if err := fixFile(key, keyMode, owner); err != nil {
 				return issued, fmt.Errorf("pki: %w", err)
 			}
@@ -348,13 +357,18 @@ func (ca *CA) signWith(l leaf, spec keySpec, now time.Time) (certPEM, keyPEM []b
 }
 
 // current reports whether dir holds l as this CA's signer would issue it
-// now, with more than a third of its lifetime left.
-func (ca *CA) current(dir string, l leaf, now time.Time) bool {
+// now, with more than a third of its lifetime left. Unless strict, a CA of
+// the bundle that is still valid may have signed it instead.
+func (ca *CA) current(dir string, l leaf, now time.Time, strict bool) bool {
 	c, err := readPair(dir, l.base)
 	if err != nil {
 		return false
 	}
-	return c.CheckSignatureFrom(ca.Cert) == nil &&
+	signed := c.CheckSignatureFrom(ca.Cert) == nil
+	if p := ca.issuer(c); !strict && p != nil && now.Before(p.NotAfter) {
+		signed = true
+	}
+	return signed &&
 		c.Subject.String() == l.subject.String() &&
 		slices.Equal(normDNS(c.DNSNames), l.dns) &&
 		slices.EqualFunc(normIPs(c.IPAddresses), l.ips, net.IP.Equal) &&

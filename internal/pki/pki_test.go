@@ -335,7 +335,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 	dir := t.TempDir()
 	req := MemberRequest{Name: "etcd-b", IPs: []net.IP{net.ParseIP("10.0.0.6")}, Validity: 90 * 24 * time.Hour}
 	now := time.Now()
-	if _, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, now); err != nil {
+	if _, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, now, false); err != nil {
 		t.Fatal(err)
 	}
 	before := snapshot(t, dir)
@@ -351,7 +351,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 		{"more than a third left", now.Add(55 * 24 * time.Hour), req, nil},
 		{"a third left", day61, req, []string{"client.crt", "client.key", "peer.crt", "peer.key", "server.crt", "server.key"}},
 	} {
-		issued, err := ca.issueMember(t.Context(), dir, step.req, Owner{-1, -1}, step.at)
+		issued, err := ca.issueMember(t.Context(), dir, step.req, Owner{-1, -1}, step.at, false)
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
@@ -364,7 +364,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 
 	// A new address changes the peer and server SANs, not the client's.
 	req.IPs = append(req.IPs, net.ParseIP("10.0.0.7"))
-	if _, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, day61); err != nil {
+	if _, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, day61, false); err != nil {
 		t.Fatal(err)
 	}
 	after := snapshot(t, dir)
@@ -378,7 +378,7 @@ func TestPKIIssueMemberNoChurn(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "server.key"), []byte(before["peer.key"]), 0o600)
 	os.Chmod(filepath.Join(dir, "client.key"), 0o644)
 	os.WriteFile(filepath.Join(dir, ".peer.key"+atomicfile.TempMark+"123"), []byte("half"), 0o600)
-	issued, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, day61)
+	issued, err := ca.issueMember(t.Context(), dir, req, Owner{-1, -1}, day61, false)
 	if err != nil || !slices.Equal(issued, []string{"server.crt"}) {
 		t.Fatalf("repair: issued %v %v", issued, err)
 	}
@@ -442,10 +442,10 @@ func TestPKIRenewDir(t *testing.T) {
 	ca := newCA(t, st)
 	dir := t.TempDir()
 	now := time.Now()
-	if _, err := ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-c"}, Owner{-1, -1}, now); err != nil {
+	if _, err := ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-c"}, Owner{-1, -1}, now, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ca.writeLeaves(t.Context(), dir, []leaf{mustClientLeaf(t, "apiserver", 2*time.Hour)}, Owner{-1, -1}, now); err != nil {
+	if _, err := ca.writeLeaves(t.Context(), dir, []leaf{mustClientLeaf(t, "apiserver", 2*time.Hour)}, Owner{-1, -1}, now, true); err != nil {
 		t.Fatal(err)
 	}
 	// Not ours: a certificate of another CA, short-lived, with its key.
@@ -531,7 +531,9 @@ func mustClientLeaf(t *testing.T, name string, v time.Duration) leaf {
 
 // TestPKIBundleTwoCAs is a rollover: the bundle holds the old and the new
 // CA, the key is the new one's. Certificates of both verify; new ones are
-// signed by the new CA; members re-issue on their next join.
+// signed by the new CA; a member's next join keeps what the old CA signed
+// (clients that know only the old CA still verify it) and a reissue, what a
+// CA rotation runs, replaces them.
 func TestPKIBundleTwoCAs(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
@@ -580,9 +582,16 @@ func TestPKIBundleTwoCAs(t *testing.T) {
 	}
 	store.PutBytes(ctx, st, CAKeyKey, keyPEM, store.PutOptions{})
 
-	issued, err := ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, time.Now())
+	issued, err := ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, time.Now(), false)
+	if err != nil || len(issued) != 0 {
+		t.Fatalf("join after the rollover: issued %v %v; want the old CA's certificates kept", issued, err)
+	}
+	issued, err = ca.issueMember(t.Context(), dir, MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, time.Now(), true)
 	if err != nil || len(issued) != 3 {
-		t.Fatalf("join after the rollover: issued %v %v", issued, err)
+		t.Fatalf("reissue after the rollover: issued %v %v", issued, err)
+	}
+	if c := readCert(t, filepath.Join(dir, "server.crt")); c.CheckSignatureFrom(ca.Cert) != nil {
+		t.Error("the reissued server certificate is not the new CA's")
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); len(mustCerts(t, b)) != 2 {
 		t.Error("the member's ca.crt is not the two-CA bundle")
@@ -651,7 +660,7 @@ func TestPKICALimits(t *testing.T) {
 	if c := readCert(t, filepath.Join(dir, "peer.crt")); !c.NotAfter.Equal(ca.Cert.NotAfter) {
 		t.Errorf("member certificate valid until %s, beyond the CA's %s", c.NotAfter, ca.Cert.NotAfter)
 	}
-	_, err = ca.issueMember(t.Context(), t.TempDir(), MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, now.Add(49*time.Hour))
+	_, err = ca.issueMember(t.Context(), t.TempDir(), MemberRequest{Name: "etcd-a"}, Owner{-1, -1}, now.Add(49*time.Hour), false)
 	if !errors.Is(err, ErrCAExpired) {
 		t.Fatalf("issue with an expired CA: %v", err)
 	}

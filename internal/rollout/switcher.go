@@ -18,6 +18,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 )
 
 // Config of one switcher run.
@@ -127,10 +128,12 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	}
 }
 
-// quietlyIdle answers the common case from two small reads, without
+// quietlyIdle answers the common case from small reads, without
 // connecting to etcd or reading the CA and the peer registry: the spec
-// names the version this host runs, the last rollout to it is done, and
-// no switch is in flight here. A timer run then costs two GETs.
+// names the version this host runs, the last rollout to it is done, no CA
+// rotation has work for the members, and no switch is in flight here. A
+// timer run then costs four GETs (spec, settings, rollout and rotation
+// records).
 func quietlyIdle(ctx context.Context, cfg Config, d Deps) (bool, error) {
 	if _, err := os.Stat(cfg.StateFile); err == nil {
 		return false, nil
@@ -145,6 +148,9 @@ func quietlyIdle(ctx context.Context, cfg Config, d Deps) (bool, error) {
 	}
 	rec, _, err := Load(ctx, d.Store)
 	if err != nil || rec == nil || rec.State != Done || rec.Target != cl.Spec.EtcdVersion {
+		return false, err
+	}
+	if rot, _, err := pki.LoadRotation(ctx, d.Store); err != nil || rot.MemberWork() {
 		return false, err
 	}
 	msg := fmt.Sprintf("rollout %s done: this host runs etcd %s", PathString(rec.Path), cur)
@@ -181,6 +187,9 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 	cs, err := observe(ctx, w.s)
 	if err != nil {
 		return true, nil // a leader change or a member restarting: look again
+	}
+	if handled, wait, err := w.caRotation(ctx, cs); handled {
+		return wait, err
 	}
 	rec, etag, err := Load(ctx, w.d.Store)
 	if err != nil {
@@ -235,23 +244,8 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 			pending = append(pending, m)
 		}
 	}
-	// Non-leaders by name, the leader last.
-	slices.SortStableFunc(pending, func(a, b MemberState) int {
-		if a.Leader != b.Leader {
-			if a.Leader {
-				return 1
-			}
-			return -1
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	names := func() []string {
-		var n []string
-		for _, m := range pending {
-			n = append(n, m.Name)
-		}
-		return n
-	}()
+	order(pending)
+	names := memberNames(pending)
 	if idx[w.me] != k {
 		w.status(fmt.Sprintf("rollout %s: %s runs %s; waiting for %s", PathString(rec.Path), w.me, rec.Path[idx[w.me]], strings.Join(names, ", ")))
 		return true, nil
@@ -261,6 +255,19 @@ func (w *switcher) step(ctx context.Context) (wait bool, err error) {
 		return true, nil
 	}
 	return w.myTurn(ctx, next, etcdversion.MustParse(rec.Path[k]))
+}
+
+// order sorts the members to restart: non-leaders by name, the leader last.
+func order(pending []MemberState) {
+	slices.SortStableFunc(pending, func(a, b MemberState) int {
+		if a.Leader != b.Leader {
+			if a.Leader {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 }
 
 // adopt records a plan for a spec changed without one (etcd-manager's
