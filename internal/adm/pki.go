@@ -100,7 +100,8 @@ renewed certificates need no restart; a changed ca.crt does (see the output).`,
 			{
 				Name:  "show",
 				Usage: "show the CA in the store and, with --dir, the certificates in a directory",
-				Description: `Shows each CA of the store's bundle (subject, key, expiry, which one signs).
+				Description: `Shows each CA of the store's bundle (subject, key, expiry, which one signs)
+and the latest CA rotation ('etcdadm pki rotate-ca').
 With --dir also each certificate there: subject, names (SANs), expiry, the
 share of its lifetime left, and whether it is due for renewal or was signed by
 a CA the store does not know.`,
@@ -245,10 +246,12 @@ func pkiRenew(c *cli.Context) error {
 }
 
 type pkiShowOut struct {
-	Store string         `json:"store"`
-	CA    []pkiShowCA    `json:"ca"`
-	Dir   string         `json:"dir,omitempty"`
-	Certs []pkiShowEntry `json:"certificates,omitempty"`
+	Store string      `json:"store"`
+	CA    []pkiShowCA `json:"ca"`
+	// Rotation is the latest CA rotation, done or not.
+	Rotation *pki.Rotation  `json:"rotation,omitempty"`
+	Dir      string         `json:"dir,omitempty"`
+	Certs    []pkiShowEntry `json:"certificates,omitempty"`
 }
 
 type pkiShowCA struct {
@@ -277,6 +280,9 @@ func pkiShow(c *cli.Context) error {
 		for _, cert := range ca.Bundle {
 			out.CA = append(out.CA, pkiShowCA{pki.Describe(cert, now), cert == ca.Cert})
 		}
+	}
+	if out.Rotation, _, err = pki.LoadRotation(c.Context, st); err != nil {
+		return err
 	}
 	if out.Dir != "" {
 		infos, err := pki.Inspect(out.Dir, now)
@@ -312,6 +318,9 @@ func pkiShow(c *cli.Context) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	if out.Rotation != nil {
+		fmt.Fprintf(w, "\n%s\n", out.Rotation)
 	}
 	if out.Dir == "" {
 		return nil

@@ -16,6 +16,9 @@ import (
 // DataDir is where this member's data lives (defaults applied).
 func DataDir(cfg Config) string { cfg.defaults(); return cfg.DataDir }
 
+// Defaulted is cfg with every default path and bound filled in.
+func (c Config) Defaulted() Config { c.defaults(); return c }
+
 // StartRestored starts etcd on data a cluster restore put in place: the
 // restored membership, the restore's new cluster token. The data
 // directory and everything under it becomes the etcd user's.

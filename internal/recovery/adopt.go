@@ -226,6 +226,16 @@ func checkCA(in AdoptInput) error {
 	return nil
 }
 
+// Inspect reads a running cluster as Adopt does, with the same refusals
+// (a member down, a learner, names our rules refuse, mixed or unsupported
+// versions): its members, their etcd version and the settings new members
+// need (ports, TLS, DNS suffix). etcdadm join seeds a host's own store
+// from it.
+func Inspect(ctx context.Context, cli *clientv3.Client) (members []member.Peer, version string, settings clusterspec.Settings, err error) {
+	f, err := inspectCluster(ctx, cli)
+	return f.adoption.Members, f.adoption.EtcdVersion, f.settings, err
+}
+
 type clusterFound struct {
 	adoption       Adoption
 	settings       clusterspec.Settings

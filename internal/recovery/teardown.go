@@ -84,7 +84,7 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 	log := d.Log.With("component", "teardown")
 	var errs []error
 	for _, u := range TeardownUnits() {
-		if err := stop(ctx, u); err != nil && !notLoaded(err) {
+		if err := stop(ctx, u); err != nil && !NotLoaded(err) {
 			errs = append(errs, fmt.Errorf("stop %s: %w", u, err))
 		}
 	}
@@ -98,9 +98,9 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 	return true, errors.Join(errs...)
 }
 
-// notLoaded: a unit this host does not have (an older image) is stopped
+// NotLoaded: a unit this host does not have (an older image) is stopped
 // already.
-func notLoaded(err error) bool {
+func NotLoaded(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "not loaded") || strings.Contains(s, "NoSuchUnit")
 }

@@ -26,8 +26,9 @@ import (
 // cluster over; then each master in turn stops its old unit and boots our
 // Ignition config on the same disk: member join rejoins it with its data
 // under its name. At the end every member runs under our units, the data
-// is all there, a client certificate of the old CA still works, and a
-// version upgrade goes through the version switcher.
+// is all there, a client certificate of the old CA still works, a
+// version upgrade goes through the version switcher, and so does a CA
+// rotation that replaces the adopted CA.
 func TestAdoptPlainEtcd(t *testing.T) {
 	const from, to = e2eVersion, "3.7.3"
 	c := newClusterWith(t, clusterOptions{members: 3, unseeded: true, versions: []string{to}})
@@ -118,6 +119,49 @@ Restart=always
 	if got := strings.TrimSpace(oldCtl(a, "get", "--print-value-only", "/registry/configmaps/kube-system/cfg")); got != "v1" {
 		t.Errorf("/registry/configmaps/kube-system/cfg = %q after the upgrade", got)
 	}
+
+	// The adopted CA is rotated away by the switchers: after the first
+	// phase the old client certificate still works; after --finish a
+	// reissued one does and etcd refuses the old one.
+	rotate := func(args ...string) {
+		t.Helper()
+		if out, err := c.adm(t, append([]string{"pki", "rotate-ca", "--yes", "--store", c.storeURL}, args...)...); err != nil {
+			t.Fatalf("etcdadm pki rotate-ca %v: %v\n%s", args, err, out)
+		}
+		startSwitchers(t, hosts)
+	}
+	rotate()
+	waitRotation(t, c, "every member trusts the new CA", 5*time.Minute)
+	oldCtl(a, "put", "/after-rotation-phase-1", "ok")
+	if out, err := c.adm(t, "pki", "issue-client", "admin", "--out-dir", filepath.Join(a.Root(), "etc/new-admin"), "--store", c.storeURL); err != nil {
+		t.Fatalf("etcdadm pki issue-client: %v\n%s", err, out)
+	}
+	rotate("--finish")
+	waitRotation(t, c, " done ", 5*time.Minute)
+	ctl := func(cert string, args ...string) (string, error) {
+		base := []string{"/opt/etcd/current/etcdctl", "--endpoints", strings.Join(eps, ","), "--cacert", "/etc/new-admin/ca.crt", "--cert", cert + ".crt", "--key", cert + ".key", "--command-timeout", "10s"}
+		out, _, err := a.Exec(t, t.Context(), append(base, args...)...)
+		return out, err
+	}
+	if got, err := ctl("/etc/new-admin/admin", "get", "--print-value-only", "/after-rotation-phase-1"); err != nil || strings.TrimSpace(got) != "ok" {
+		t.Errorf("reissued client certificate after the rotation: %q %v", got, err)
+	}
+	if out, err := ctl("/etc/legacy-etcd/admin", "put", "/old-cert", "x"); err == nil {
+		t.Errorf("etcd accepts the old CA's client certificate after the rotation finished:\n%s", out)
+	}
+	for _, h := range hosts {
+		assertUnitsWork(t, h)
+	}
+}
+
+// waitRotation waits until 'etcdadm pki show' reports the CA rotation
+// with want in its line.
+func waitRotation(t *testing.T, c *cluster, want string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "the CA rotation: "+want, func() (bool, string) {
+		out, err := c.adm(t, "pki", "show", "--store", c.storeURL)
+		return err == nil && strings.Contains(out, want), out
+	})
 }
 
 // waitFor polls cond every second until it holds, bounded by timeout.
