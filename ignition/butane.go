@@ -143,7 +143,11 @@ func (p plan) butane() ([]byte, error) {
 	st.Links = append(st.Links, link{Path: EtcdCurrent, Target: "v" + p.etcdVersion, Hard: false, Overwrite: true})
 
 	enabled := map[string]bool{}
-	for _, n := range append(units.Enabled(), p.enable...) {
+	on := units.Enabled()
+	if p.manual {
+		on = units.ManualEnabled()
+	}
+	for _, n := range append(on, p.enable...) {
 		enabled[n] = true
 	}
 	yes, no := true, false
@@ -159,6 +163,9 @@ func (p plan) butane() ([]byte, error) {
 		}
 		if n == "etcd-snapshot-uploader.timer" && p.backupCal != "" {
 			u.Dropins = []dropin{{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"}}
+		}
+		if n == "etcd-member-join.service" && p.manual {
+			u.Dropins = []dropin{{Name: "10-manual.conf", Contents: "# etcdadm render --manual: runs at boot once 'etcdadm init' or 'etcdadm join' made\n# this host a member (etcd comes back on its own data); the store is the host's.\n[Unit]\nConditionPathExists=" + manualCreated + "\n[Service]\nReadWritePaths=" + ManualStoreDir + "\n"}}
 		}
 		if enabled[n] {
 			u.Enabled = &yes

@@ -52,6 +52,11 @@ const (
 	BinDir          = "/opt/etcdadm/bin"
 	EtcdDir         = "/opt/etcd"
 	EtcdCurrent     = "/opt/etcd/current"
+	// ManualStoreDir is a master's own store when it is built by hand
+	// (etcdadm init / join without --store, render --manual).
+	ManualStoreDir = "/var/lib/etcdadm/store"
+	ManualStore    = "file://" + ManualStoreDir
+	manualCreated  = ManualStoreDir + "/control/etcd-cluster-created"
 )
 
 // programs are our binaries in BinDir (every one a unit runs);
@@ -92,6 +97,12 @@ type Options struct {
 	// e.g. etcd-dns-registrar.service for a cluster with a DNS suffix.
 	EnableUnits []string
 
+	// Manual renders a master built by hand ('etcdadm init' / 'join'):
+	// no shared store (the host's own, ManualStore), none of the
+	// automation's units; after init, member join restarts the member at
+	// boot on its own data, and certificates are renewed.
+	Manual bool
+
 	// BackupInterval is how often the snapshot timer fires (0: the unit's
 	// 15 min): minutes that divide an hour, or hours that divide a day, so
 	// backups stay on wall-clock marks.
@@ -128,6 +139,7 @@ type plan struct {
 	downloads   []download    // url mode only
 	secret      bool          // credentials came from a file
 	enable      []string      // units enabled besides units.Enabled()
+	manual      bool          // Options.Manual
 	renewEvery  time.Duration // the volume lease's renewal; 0: the unit's 40s
 	backupCal   string        // the snapshot timer's OnCalendar=; "": the unit's
 }

@@ -49,6 +49,9 @@ var goldenCases = []struct {
 		Name: "etcd-b", IPs: []string{"10.0.0.12", "2001:db8::12"},
 		Binaries: BinariesBaked,
 	}},
+	{"flatcar-baked-manual", Options{
+		Variant: Flatcar, EtcdVersion: "3.6.16", Binaries: BinariesBaked, Manual: true,
+	}},
 	{"fcos-url-shared", Options{
 		Variant: FCOS, Store: s3URL, EtcdVersion: "3.6.16",
 		Env:               map[string]string{"ETCDADM_VOLUME_PROVIDER": "pool", "ETCDADM_VOLUME_LEASE": "45s"},
@@ -125,7 +128,11 @@ func TestIgnitionContents(t *testing.T) {
 			if err != nil || !bytes.Equal(again, ign) {
 				t.Errorf("translating the rendered Butane again: err %v, same output %v", err, bytes.Equal(again, ign))
 			}
-			checkUnits(t, cfg)
+			on := units.Enabled()
+			if tc.opts.Manual {
+				on = []string{"etcd-member-join.service", "etcd-pki-renew.timer"}
+			}
+			checkUnits(t, cfg, on)
 			files := map[string]types.File{}
 			for _, f := range cfg.Storage.Files {
 				files[f.Path] = f
@@ -226,7 +233,7 @@ func TestIgnitionContents(t *testing.T) {
 	}
 }
 
-func checkUnits(t *testing.T, cfg types.Config) {
+func checkUnits(t *testing.T, cfg types.Config, on []string) {
 	t.Helper()
 	got := map[string]types.Unit{}
 	for _, u := range cfg.Systemd.Units {
@@ -246,7 +253,7 @@ func checkUnits(t *testing.T, cfg types.Config) {
 			t.Errorf("unit %s: contents differ from units/%s", n, n)
 		}
 		enabled := u.Enabled != nil && *u.Enabled
-		if wantOn := slices.Contains(units.Enabled(), n); enabled != wantOn {
+		if wantOn := slices.Contains(on, n); enabled != wantOn {
 			t.Errorf("unit %s enabled %v, want %v", n, enabled, wantOn)
 		}
 		if u.Enabled == nil {
@@ -366,6 +373,7 @@ func TestRenderErrors(t *testing.T) {
 		{"unsupported minor", with(func(o *Options) { o.EtcdVersion = "3.4.26" }), "3.5.x, 3.6.x or 3.7.x"},
 		{"short version", with(func(o *Options) { o.EtcdVersion = "3.6" }), "--etcd-version"},
 		{"no store", with(func(o *Options) { o.Store = "" }), "--store file:///path"},
+		{"manual with a store", with(func(o *Options) { o.Manual = true }), "drop --store and --enable, or drop --manual"},
 		{"http store", with(func(o *Options) { o.Store = "http://example.com/x" }), "unsupported scheme"},
 		{"file store with host", with(func(o *Options) { o.Store = "file://srv/store" }), "three slashes"},
 		{"relative file store", with(func(o *Options) { o.Store = "file:srv/store" }), "absolute directory"},

@@ -37,11 +37,18 @@ func (o Options) resolve() (plan, error) {
 		bad("--etcd-version: %w", err)
 	}
 
-	kind, err := checkStore(o.Store)
+	store := o.Store
+	if p.manual = o.Manual; o.Manual {
+		if o.Store != "" || len(o.EnableUnits) > 0 {
+			bad("--manual keeps the cluster's state on each host (%s) and enables no automation: drop --store and --enable, or drop --manual", ManualStore)
+		}
+		store = ManualStore
+	}
+	kind, err := checkStore(store)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	p.env = append(p.env, envVar{"ETCDADM_STORE", o.Store})
+	p.env = append(p.env, envVar{"ETCDADM_STORE", store})
 
 	level := o.LogLevel
 	if level == "" {

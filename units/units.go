@@ -32,6 +32,13 @@ func Names() []string {
 // Read returns one unit's text.
 func Read(name string) ([]byte, error) { return files.ReadFile(name) }
 
+// ManualEnabled are the units a master built by hand enables (etcdadm
+// render --manual): member join at boot, to start the member on its own
+// data after 'etcdadm init' or 'join', and certificate renewal.
+func ManualEnabled() []string {
+	return []string{"etcd-member-join.service", "etcd-pki-renew.timer"}
+}
+
 // Enabled are the units a host enables; etcd.service is started by
 // etcd-member-join, not enabled on its own.
 func Enabled() []string {

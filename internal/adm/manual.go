@@ -25,7 +25,7 @@ import (
 // host's own by default) and the member's identity, as the units take it.
 func manualFlags(extra ...cli.Flag) []cli.Flag {
 	return append(append([]cli.Flag{
-		&cli.StringFlag{Name: "store", EnvVars: []string{"ETCDADM_STORE"}, Usage: "a shared store (with the automation); default: this host's own, file://ROOT/" + manual.LocalStoreDir},
+		&cli.StringFlag{Name: "store", EnvVars: []string{"ETCDADM_STORE"}, Usage: "a shared store (with the automation); default: this host's own, file://" + manual.LocalStoreDir},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_JOIN_TIMEOUT"}, Usage: "bound on every wait (etcd ready, caught up, promoted)"},
 	}, memberflags.Flags()...), extra...)
 }
@@ -40,7 +40,8 @@ units do: it issues this member's certificates, writes /etc/etcd/etcd.env,
 starts etcd.service over D-Bus and waits until it serves. Prints the
 'etcdadm join' command for the next master and how to carry the CA there.
 
-Without --store the state lives on this host (file://ROOT/` + manual.LocalStoreDir + `).
+Without --store the state lives on this host (file://` + manual.LocalStoreDir + `), where
+'etcdadm render --manual' points the units.
 A second init on a host whose etcd runs reports it and changes nothing; after
 a crash, run it again to finish. Exit codes: 0 done (or already), 1 failure,
 2 refused.`,

@@ -38,7 +38,7 @@ Translation is strict: any Butane or Ignition warning is an error. The output
 holds the S3 credentials: --out-dir files are written 0600.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "variant", Required: true, Usage: "flatcar (Butane flatcar 1.1.0) or fcos (Butane fcos 1.5.0); both give Ignition 3.4.0"},
-			cliflags.Store(),
+			optionalStoreFlag(),
 			&cli.StringFlag{Name: "etcd-version", Required: true, Usage: "etcd version the host runs first, e.g. 3.6.16 (the spec's; /opt/etcd/current links to it)"},
 			&cli.StringFlag{Name: "s3-credentials-file", Usage: "AWS shared-credentials file, copied into the config (needed for s3:// stores)"},
 			&cli.StringFlag{Name: "binaries", Required: true, Usage: "url (Ignition downloads and verifies them) or baked (already in the image)"},
@@ -48,6 +48,7 @@ holds the S3 credentials: --out-dir files are written 0600.`,
 			&cli.StringFlag{Name: "host", Usage: "how peers reach this host, address or DNS name (ETCDADM_HOST in host.env)"},
 			&cli.StringSliceFlag{Name: "ip", Usage: "this host's addresses for its certificates, repeatable (ETCDADM_IPS in host.env)"},
 			&cli.StringFlag{Name: "host-log-level", Value: "info", Usage: "ETCDADM_LOG_LEVEL of the units: debug, info, warn or error"},
+			&cli.BoolFlag{Name: "manual", Usage: "a master built by hand ('etcdadm init' / 'etcdadm join'): no --store, only member join at boot and certificate renewal"},
 			&cli.StringSliceFlag{Name: "enable", Usage: "also enable this embedded unit, repeatable (e.g. etcd-dns-registrar.service when the cluster has a DNS suffix)"},
 			&cli.DurationFlag{Name: "backup-interval", Usage: "how often the snapshot timer backs up (default 15m): minutes that divide an hour, or hours that divide a day"},
 			&cli.StringSliceFlag{Name: "env", Usage: "further shared setting for etcdadm.env, KEY=VALUE with KEY ETCDADM_*, repeatable (e.g. ETCDADM_FOUND_GRACE=2m)"},
@@ -89,6 +90,7 @@ func renderAction(c *cli.Context) error {
 		BinariesBaseURL:   c.String("binaries-base-url"),
 		SHA256File:        c.String("sha256-file"),
 		EnableUnits:       c.StringSlice("enable"),
+		Manual:            c.Bool("manual"),
 	}
 	bu, ign, err := ignition.Render(opts)
 	if err != nil {
@@ -124,4 +126,11 @@ func writePrivate(path string, b []byte) error {
 		return fmt.Errorf("render: %w", err)
 	}
 	return nil
+}
+
+// optionalStoreFlag is --store, required unless --manual (render checks).
+func optionalStoreFlag() cli.Flag {
+	f := cliflags.Store().(*cli.StringFlag)
+	f.Required = false
+	return f
 }

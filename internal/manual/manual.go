@@ -14,6 +14,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/ignition"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
@@ -22,8 +23,8 @@ import (
 )
 
 // LocalStoreDir is the host's own store, under the root prefix, when no
-// shared store is given.
-const LocalStoreDir = "var/lib/etcdadm/store"
+// shared store is given: where render --manual points the units.
+const LocalStoreDir = ignition.ManualStoreDir
 
 // Errors an operator tells apart; each says what to do.
 var (

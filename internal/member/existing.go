@@ -117,7 +117,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 	if err != nil {
 		return Result{}, fmt.Errorf("member join: add %s as learner: %w", j.me.Name, err)
 	}
-	j.log.Info("added as learner", "id", fmt.Sprintf("%x", add.Member.ID), "by hand", "etcdctl member add "+j.me.Name+" --learner --peer-urls="+j.me.PeerURL+"; then start etcd with --initial-cluster-state=existing and 'etcdctl member promote'")
+	j.log.Info("added as learner", "id", fmt.Sprintf("%x", add.Member.ID), "by hand", j.byHandJoin(add.Members, add.Member.ID))
 	if err := j.startEtcd(ctx, "existing", j.initialCluster(add.Members, add.Member.ID), j.cluster.Settings.ClusterToken); err != nil {
 		return Result{}, err
 	}
@@ -242,4 +242,15 @@ func (j *joiner) moveDataAside() error {
 	}
 	j.log.Warn("this member was removed from the cluster; its old data is moved aside (not deleted)", "to", dst)
 	return nil
+}
+
+// byHandJoin is the command a person would run on this host for the join
+// member join does: etcdadm join with the client URL of another member.
+func (j *joiner) byHandJoin(members []*etcdserverpb.Member, self uint64) string {
+	for _, m := range members {
+		if m.ID != self && len(m.ClientURLs) > 0 {
+			return fmt.Sprintf("etcdadm join %s --name %s --store %s", m.ClientURLs[0], j.me.Name, j.d.Store)
+		}
+	}
+	return "etcdadm join <a member's client URL> --name " + j.me.Name
 }
