@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/etcdadm/etcdadm-immutable/ignition"
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/manual"
@@ -98,7 +99,8 @@ func printJoin(w interface{ Write([]byte) (int, error) }, h *host, endpoint stri
 		return
 	}
 	dir := filepath.Join(h.local, filepath.Dir(pki.CACertKey))
-	fmt.Fprintf(w, `To add a master: copy the cluster CA to it (root only, mode 0600), e.g.
+	fmt.Fprintf(w, `To add a master: copy the cluster CA to it, readable by root only, e.g.
+  ssh root@NEXT-MASTER install -d -m 0700 /root/etcd-ca
   scp %[1]s/ca.crt %[1]s/ca.key root@NEXT-MASTER:/root/etcd-ca/
 then run there:
   etcdadm join %[2]s --ca-cert /root/etcd-ca/ca.crt --ca-key /root/etcd-ca/ca.key
@@ -201,12 +203,30 @@ from a healthy member). The last member of a cluster ends it; its data is kept.`
 
 // host is what init, join and reset act with.
 type host struct {
-	ctx   context.Context
-	cfg   member.Config
-	deps  member.Deps
-	local string // this host's own store directory, "" with --store
-	stop  func(ctx context.Context, unit string) error
-	close func()
+	ctx    context.Context
+	cancel context.CancelFunc
+	cfg    member.Config
+	deps   member.Deps
+	local  string // this host's own store directory, "" with --store
+	made   string // the outermost directory of local this command made
+	svc    *systemd.Manager
+}
+
+// stop stops one unit over D-Bus.
+func (h *host) stop(ctx context.Context, unit string) error {
+	return (&systemd.Manager{Conn: h.svc.Conn, Unit: unit}).Stop(ctx)
+}
+
+// close ends the command. A refused command leaves no empty store
+// directory behind (os.Remove removes only empty directories).
+func (h *host) close() {
+	h.svc.Conn.Close()
+	h.cancel()
+	for d := h.local; h.made != "" && len(d) >= len(h.made); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
 }
 
 func openHost(c *cli.Context) (*host, error) {
@@ -215,31 +235,28 @@ func openHost(c *cli.Context) (*host, error) {
 		return nil, err
 	}
 	cfg.Timeout = c.Duration("timeout")
-	ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout+time.Minute)
-	h := &host{ctx: ctx, cfg: cfg}
+	h := &host{cfg: cfg}
 	var st store.Store
-	if c.String("store") != "" {
+	// render --manual names the host's own store in etcdadm.env: that is
+	// the default, not a shared store.
+	if u := c.String("store"); u != "" && u != ignition.ManualStore {
 		st, err = cliflags.OpenStore(c)
 	} else {
 		h.local = filepath.Join(cfg.Root, manual.LocalStoreDir)
+		h.made = firstMissing(h.local)
 		if err = os.MkdirAll(h.local, 0o700); err == nil {
 			st, err = filestore.New(h.local)
 		}
 	}
 	if err != nil {
-		cancel()
 		return nil, cli.Exit(err, 2)
 	}
-	svc, err := systemd.New(ctx, c.String("unit"))
-	if err != nil {
-		cancel()
+	h.ctx, h.cancel = context.WithTimeout(c.Context, cfg.Timeout+time.Minute)
+	if h.svc, err = systemd.New(h.ctx, c.String("unit")); err != nil {
+		h.cancel()
 		return nil, err
 	}
-	h.deps = member.Deps{Store: st, Service: svc, Log: cliflags.Logger(c).With("component", c.Command.Name), Now: time.Now}
-	h.stop = func(ctx context.Context, unit string) error {
-		return (&systemd.Manager{Conn: svc.Conn, Unit: unit}).Stop(ctx)
-	}
-	h.close = func() { svc.Conn.Close(); cancel() }
+	h.deps = member.Deps{Store: st, Service: h.svc, Log: cliflags.Logger(c).With("component", c.Command.Name), Now: time.Now}
 	return h, nil
 }
 
@@ -261,4 +278,16 @@ func storeCA(ctx context.Context, st store.Store) (certPEM, keyPEM []byte, err e
 		return nil, nil, fmt.Errorf("join: the CA in %s: %w", st, err)
 	}
 	return certPEM, keyPEM, nil
+}
+
+// firstMissing is the outermost directory of dir that does not exist yet
+// ("" when dir exists).
+func firstMissing(dir string) string {
+	missing := ""
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			return missing
+		}
+		missing = d
+	}
 }

@@ -58,6 +58,9 @@ type clusterOptions struct {
 	// unseeded: the store stays empty (no seed, no CA): 'etcdadm adopt'
 	// fills it.
 	unseeded bool
+	// manual: no shared store at all; hosts boot 'etcdadm render
+	// --manual' and are built by hand with etcdadm init / join.
+	manual bool
 }
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
@@ -68,25 +71,24 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 		version = e2eVersion
 	}
 	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: binaries(t)}
-	c.startStore(t)
+	opts := ignition.Options{Variant: ignition.Flatcar, EtcdVersion: version, Binaries: ignition.BinariesBaked, LogLevel: "debug", EnableUnits: o.enable, Env: o.env, Manual: o.manual}
+	if !o.manual {
+		c.startStore(t)
+		opts.Store, opts.S3CredentialsFile = c.storeURL, filepath.Join(t.TempDir(), "credentials")
+		os.WriteFile(opts.S3CredentialsFile, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600)
+	}
 	for _, args := range [][]string{
 		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", version, "--cluster-name", "e2e", "--dns-suffix", dnsSuffix},
 		{"pki", "init", "--store", c.storeURL},
 	} {
-		if o.unseeded {
+		if o.unseeded || o.manual {
 			break
 		}
 		if out, err := c.adm(t, args...); err != nil {
 			t.Fatalf("etcdadm %s: %v\n%s", args[0], err, out)
 		}
 	}
-	creds := filepath.Join(t.TempDir(), "credentials")
-	os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600)
-	_, ign, err := ignition.Render(ignition.Options{
-		Variant: ignition.Flatcar, Store: c.storeURL, EtcdVersion: version,
-		S3CredentialsFile: creds, Binaries: ignition.BinariesBaked, LogLevel: "debug",
-		EnableUnits: o.enable, Env: o.env,
-	})
+	_, ign, err := ignition.Render(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
