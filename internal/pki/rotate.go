@@ -67,8 +67,9 @@ func (r *Rotation) Active() bool { return r != nil && r.Phase != PhaseDone }
 // Restarts: the phase makes members restart (trust and drop).
 func (r *Rotation) Restarts() bool { return r.Phase == PhaseTrust || r.Phase == PhaseDrop }
 
-// MemberWork: the phase has a part for every member.
-func (r *Rotation) MemberWork() bool { return r.Restarts() || r.Phase == PhaseReissue }
+// MemberWork: the phase has a part for every member (false for no
+// rotation at all).
+func (r *Rotation) MemberWork() bool { return r != nil && (r.Restarts() || r.Phase == PhaseReissue) }
 
 // DidPart reports whether member did its part of the current phase.
 func (r *Rotation) DidPart(member string) bool { return slices.Contains(r.Done[r.Phase], member) }

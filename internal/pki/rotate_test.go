@@ -138,6 +138,15 @@ func TestRotationStartResumes(t *testing.T) {
 	}
 }
 
+// TestNoRotation: a store that never rotated its CA has no work for the
+// switchers (LoadRotation gives nil).
+func TestNoRotation(t *testing.T) {
+	r, _, err := LoadRotation(context.Background(), newStore(t))
+	if err != nil || r != nil || r.Active() || r.MemberWork() {
+		t.Fatalf("no rotation: %+v %v", r, err)
+	}
+}
+
 func loadCA(t *testing.T, st store.Store) *CA {
 	t.Helper()
 	ca, err := LoadCA(context.Background(), st)
