@@ -107,7 +107,7 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	// starts while the operator holds the automation.
 	if p, err := pause.Get(ctx, d.Store); err != nil || p != nil {
 		if p != nil {
-			w.out.Summary = "rollout waits: " + p.String()
+			w.status("rollout waits: " + p.String())
 		}
 		return w.out, err
 	}
