@@ -53,23 +53,24 @@ a crash, run it again to finish. Exit codes: 0 done (or already), 1 failure,
 			&cli.StringFlag{Name: "cluster-name", Value: "etcd", Usage: "the cluster's name, in its token"},
 		),
 		Action: func(c *cli.Context) error {
+			o := manual.InitOptions{Version: c.String("etcd-version"), ClusterName: c.String("cluster-name")}
+			var err error
+			if c.String("ca-cert") != "" || c.String("ca-key") != "" {
+				if o.CACert, o.CAKey, err = readPair(c.String("ca-cert"), c.String("ca-key")); err != nil {
+					return cli.Exit("init: "+err.Error()+"\nNothing was changed.", 2)
+				}
+			}
 			h, err := openHost(c)
 			if err != nil {
 				return err
 			}
 			defer h.close()
-			o := manual.InitOptions{Version: c.String("etcd-version"), ClusterName: c.String("cluster-name")}
 			if o.Version == "" {
 				v, err := etcdbin.HostDir(h.cfg.Root).Current()
 				if err != nil {
 					return cli.Exit(fmt.Sprintf("init: %v; pass --etcd-version", err), 2)
 				}
 				o.Version = v.String()
-			}
-			if c.String("ca-cert") != "" || c.String("ca-key") != "" {
-				if o.CACert, o.CAKey, err = readPair(c.String("ca-cert"), c.String("ca-key")); err != nil {
-					return cli.Exit("init: "+err.Error(), 2)
-				}
 			}
 			res, err := manual.Init(h.ctx, h.cfg, h.deps, o)
 			if errors.Is(err, manual.ErrInitialized) || errors.Is(err, pki.ErrInvalid) || errors.Is(err, pki.ErrOtherCA) {

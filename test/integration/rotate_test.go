@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
@@ -171,4 +174,51 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return certs[0]
+}
+
+// TestRotateCARefusalsChangeNothing: etcdadm pki rotate-ca's refusals
+// exit 2, say what to do and leave the store as it was.
+func TestRotateCARefusalsChangeNothing(t *testing.T) {
+	dir := t.TempDir()
+	st, err := filestore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "file://" + dir
+	refuse := func(want string, args ...string) {
+		t.Helper()
+		before := hashDir(t, dir)
+		r := runBin(t, nil, "etcdadm", append(append([]string{"pki", "rotate-ca"}, args...), "--store", url)...)
+		if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "Nothing was changed") {
+			t.Errorf("rotate-ca %v: exit %d, stderr %q; want 2 and %q", args, r.code, r.stderr, want)
+		}
+		if hashDir(t, dir) != before {
+			t.Errorf("rotate-ca %v: the store changed", args)
+		}
+	}
+	refuse("etcdadm pki init", "--yes")
+	if _, err := pki.Init(ctxT(t), st, pki.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refuse("no CA rotation in progress", "--finish", "--yes")
+	refuse("not confirmed")
+	refuse("algorithm", "--algorithm", "dsa", "--yes")
+	rec := rollout.Record{Target: "3.7.3", Path: []string{"3.6.16", "3.7.3"}, State: rollout.Running}
+	if _, err := rollout.Save(ctxT(t), st, rec, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	refuse("version rollout to 3.7.3", "--yes")
+	rec.State = rollout.Done
+	if _, err := store.PutJSON(ctxT(t), st, rollout.RecordKey, rec, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := runBin(t, nil, "etcdadm", "pki", "rotate-ca", "--yes", "--store", url); r.code != 0 || !strings.Contains(r.stdout, "members restart to trust the new CA") {
+		t.Fatalf("rotate-ca: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	refuse("members still restart to trust the new CA", "--finish", "--yes")
+	// Run again while it runs: it shows the rotation and changes nothing.
+	before := hashDir(t, dir)
+	if r := runBin(t, nil, "etcdadm", "pki", "rotate-ca", "--yes", "--store", url); r.code != 0 || !strings.Contains(r.stdout, "0 done") || hashDir(t, dir) != before {
+		t.Errorf("rotate-ca during a rotation: exit %d, store changed %v\n%s%s", r.code, hashDir(t, dir) != before, r.stdout, r.stderr)
+	}
 }
