@@ -126,7 +126,7 @@ func initCA(ctx context.Context, st store.Store, opts InitOptions, now time.Time
 
 	key, err := storedKey(ctx, st)
 	if errors.Is(err, store.ErrNotFound) {
-		key, err = createKey(ctx, st, opts.keySpec())
+		key, err = createKey(ctx, st, CAKeyKey, opts.keySpec())
 	}
 	if err != nil {
 		return false, err
@@ -151,37 +151,43 @@ func initCA(ctx context.Context, st store.Store, opts InitOptions, now time.Time
 
 // storedKey reads ca.key; store.ErrNotFound when there is none.
 func storedKey(ctx context.Context, st store.Store) (crypto.Signer, error) {
-	b, _, err := store.GetBytes(ctx, st, CAKeyKey, maxObject)
+	return storedKeyAt(ctx, st, CAKeyKey)
+}
+
+// storedKeyAt reads the key stored under name (ca.key, or a rotation's
+// next key); store.ErrNotFound when there is none.
+func storedKeyAt(ctx context.Context, st store.Store, name string) (crypto.Signer, error) {
+	b, _, err := store.GetBytes(ctx, st, name, maxObject)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pki: read %s from %s: %w", CAKeyKey, st, err)
+		return nil, fmt.Errorf("pki: read %s from %s: %w", name, st, err)
 	}
 	k, err := parseKey(b)
 	if err != nil {
-		return nil, fmt.Errorf("pki: %s in %s: %w", CAKeyKey, st, err)
+		return nil, fmt.Errorf("pki: %s in %s: %w (delete it to create it again)", name, st, err)
 	}
 	return k, nil
 }
 
-// createKey generates a CA key and stores it create-only; when another
-// init stored one first, that one is returned.
-func createKey(ctx context.Context, st store.Store, spec keySpec) (crypto.Signer, error) {
+// createKey generates a CA key and stores it create-only under name;
+// when another run stored one first, that one is returned.
+func createKey(ctx context.Context, st store.Store, name string, spec keySpec) (crypto.Signer, error) {
 	key, err := spec.generate()
 	if err != nil {
-		return nil, fmt.Errorf("pki: init: generate %s key: %w", spec, err)
+		return nil, fmt.Errorf("pki: generate %s key: %w", spec, err)
 	}
 	b, err := encodeKey(key)
 	if err != nil {
-		return nil, fmt.Errorf("pki: init: encode key: %w", err)
+		return nil, fmt.Errorf("pki: encode key: %w", err)
 	}
-	_, err = store.PutBytes(ctx, st, CAKeyKey, b, store.PutOptions{IfNoneMatch: true})
+	_, err = store.PutBytes(ctx, st, name, b, store.PutOptions{IfNoneMatch: true})
 	if errors.Is(err, store.ErrPrecondition) {
-		return storedKey(ctx, st)
+		return storedKeyAt(ctx, st, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pki: init: write %s to %s: %w", CAKeyKey, st, err)
+		return nil, fmt.Errorf("pki: write %s to %s: %w", name, st, err)
 	}
 	return key, nil
 }

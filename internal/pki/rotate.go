@@ -173,33 +173,18 @@ func StartRotation(ctx context.Context, st store.Store, opts InitOptions, now ti
 // nextKey is the stored next key, or a new one. A next key that already
 // signs (left by a rotation interrupted after its key swap) is replaced.
 func nextKey(ctx context.Context, st store.Store, ca *CA, spec keySpec) (crypto.Signer, error) {
-	b, _, err := store.GetBytes(ctx, st, NextKeyKey, maxObject)
-	if err == nil {
-		k, perr := parseKey(b)
-		if perr != nil {
-			return nil, fmt.Errorf("pki: %s in %s: %w (delete it to start the rotation again)", NextKeyKey, st, perr)
-		}
-		if !samePublicKey(k.Public(), ca.key.Public()) {
-			return k, nil
-		}
+	k, err := storedKeyAt(ctx, st, NextKeyKey)
+	switch {
+	case err == nil && !samePublicKey(k.Public(), ca.key.Public()):
+		return k, nil
+	case err == nil:
 		if err := st.Delete(ctx, NextKeyKey); err != nil {
 			return nil, fmt.Errorf("pki: delete %s: %w", NextKeyKey, err)
 		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("pki: read %s from %s: %w", NextKeyKey, st, err)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
 	}
-	key, err := spec.generate()
-	if err != nil {
-		return nil, fmt.Errorf("pki: rotate: generate %s key: %w", spec, err)
-	}
-	kb, err := encodeKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("pki: rotate: encode key: %w", err)
-	}
-	if _, err := store.PutBytes(ctx, st, NextKeyKey, kb, store.PutOptions{IfNoneMatch: true}); err != nil {
-		return nil, fmt.Errorf("pki: rotate: write %s: %w", NextKeyKey, err)
-	}
-	return key, nil
+	return createKey(ctx, st, NextKeyKey, spec)
 }
 
 func putBundle(ctx context.Context, st store.Store, pem []byte) error {
