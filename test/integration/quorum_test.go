@@ -63,3 +63,56 @@ func TestRecoverFromOneMember(t *testing.T) {
 	}
 	w.finish(t, cli)
 }
+
+// TestRestoreLatestAfterQuorumLoss: the other way out of a lost majority.
+// Two of three members die with their data; 'etcdadm restore latest'
+// brings back a healthy three-member cluster with the backup's data (what
+// was written after it is gone, as status warned).
+func TestRestoreLatestAfterQuorumLoss(t *testing.T) {
+	v := testenv.EtcdVersions()[1]
+	st, _, url := seededByCLI(t, v)
+	hosts := foundAt(t, st, v)
+	cli := clientFor(t, hosts[0], hosts...)
+	ctx := ctxT(t)
+	if _, err := cli.Put(ctx, "/registry/kept", "in the backup"); err != nil {
+		t.Fatal(err)
+	}
+	s, err := member.Open(ctx, hosts[0].Cfg, hosts[0].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Backup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := cli.Put(ctx, "/registry/lost", "after the backup"); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts[1:] {
+		h.Runner.Kill(ctx)
+		if err := os.RemoveAll(filepath.Join(h.Cfg.Root, "var/lib/etcd/member")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := runBin(t, nil, "etcdadm", "restore", "latest", "--yes", "--store", url); r.code != 0 {
+		t.Fatalf("restore latest: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	actAll(t, hosts)
+	cli2 := clientFor(t, hosts[0], hosts...)
+	if voters, learners, _ := membership(t, cli2); len(voters) != 3 || len(learners) != 0 {
+		t.Fatalf("after the restore: voters %v learners %v", voters, learners)
+	}
+	for k, want := range map[string]string{"/registry/kept": "in the backup", "/registry/lost": ""} {
+		gr, err := cli2.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(gr.Kvs) > 0 {
+			got = string(gr.Kvs[0].Value)
+		}
+		if got != want {
+			t.Errorf("%s = %q after the restore, want %q", k, got, want)
+		}
+	}
+}
