@@ -362,4 +362,3 @@ func printRestore(w io.Writer, dl time.Duration, rows []restoreRow) {
 	fmt.Fprintf(w, "key copy / etcdadm = %.1f× (target ≥ 5×): %s\n", cp.Seconds()/ours.Seconds(), verdict(cp >= 5*ours))
 	fmt.Fprintf(w, "every lease kept: %s\n", verdict(rows[0].leases == rows[1].leases))
 }
-
