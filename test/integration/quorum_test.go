@@ -102,17 +102,5 @@ func TestRestoreLatestAfterQuorumLoss(t *testing.T) {
 	if voters, learners, _ := membership(t, cli2); len(voters) != 3 || len(learners) != 0 {
 		t.Fatalf("after the restore: voters %v learners %v", voters, learners)
 	}
-	for k, want := range map[string]string{"/registry/kept": "in the backup", "/registry/lost": ""} {
-		gr, err := cli2.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ""
-		if len(gr.Kvs) > 0 {
-			got = string(gr.Kvs[0].Value)
-		}
-		if got != want {
-			t.Errorf("%s = %q after the restore, want %q", k, got, want)
-		}
-	}
+	checkValues(t, cli2, map[string]string{"/registry/kept": "in the backup", "/registry/lost": ""})
 }

@@ -86,19 +86,7 @@ func TestClusterRestore(t *testing.T) {
 		t.Fatalf("token %s (was %s, restore's %s): want the restore's new token", tok, tokenBefore, rec.Token)
 	}
 	cli2 := clientFor(t, hosts[0], hosts...)
-	for k, want := range map[string]string{"/registry/a": "before", "/registry/b": "before", "/registry/c": "before", "/registry/new": ""} {
-		gr, err := cli2.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ""
-		if len(gr.Kvs) > 0 {
-			got = string(gr.Kvs[0].Value)
-		}
-		if got != want {
-			t.Errorf("%s = %q, want %q (as in the backup)", k, got, want)
-		}
-	}
+	checkValues(t, cli2, map[string]string{"/registry/a": "before", "/registry/b": "before", "/registry/c": "before", "/registry/new": ""})
 	ttl, err := cli2.TimeToLive(ctx, lease.ID, clientv3.WithAttachedKeys())
 	if err != nil || ttl.TTL <= 0 || len(ttl.Keys) != 1 {
 		t.Errorf("lease after restore: %+v %v; want it kept with its key", ttl, err)
@@ -196,6 +184,25 @@ func mustLoad(t *testing.T, st store.Store) clusterspec.Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// checkValues reads each key and compares it with what the backup held
+// ("" for a key that must not exist).
+func checkValues(t *testing.T, cli *clientv3.Client, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		gr, err := cli.Get(ctxT(t), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(gr.Kvs) > 0 {
+			got = string(gr.Kvs[0].Value)
+		}
+		if got != w {
+			t.Errorf("%s = %q after the restore, want %q (as in the backup)", k, got, w)
+		}
+	}
 }
 
 // actAll runs every host's part of the restore at once, as their member
