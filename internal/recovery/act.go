@@ -36,15 +36,23 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 	if err != nil || p == nil {
 		return false, err
 	}
-	rec, etag, err := plan(ctx, d, p)
-	if err != nil || rec.State != Running {
+	dataDir := member.DataDir(cfg)
+	staged := filepath.Join(dataDir, stagedFile(p.ID))
+	rec, etag, err := plan(ctx, d, p, dataDir)
+	if err != nil {
 		return false, err
 	}
 	me := slices.IndexFunc(rec.Members, func(m member.Peer) bool { return m.Name == cfg.Name })
-	if _, done := rec.Restored[cfg.Name]; me < 0 || done {
+	if _, done := rec.Restored[cfg.Name]; rec.State != Running || me < 0 || done {
+		// Our checked copy of the backup, not data: nothing to keep.
+		if err := os.Remove(staged); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("recovery: %w", err)
+		}
+		if rec.State != Running {
+			return false, nil
+		}
 		return false, finish(ctx, cfg, d, p, rec, etag)
 	}
-	dataDir := member.DataDir(cfg)
 	marker := filepath.Join(dataDir, markerFile)
 	if b, _ := os.ReadFile(marker); string(b) != p.ID {
 		log.Warn("RESTORING this member from a backup (restore command "+p.ID+")", "backup", rec.Backup, "members", member.InitialCluster(rec.Members))
@@ -54,15 +62,22 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 		if _, err := member.MoveAside(dataDir, "before-restore-"+p.ID); err != nil {
 			return false, fmt.Errorf("recovery: %w", err)
 		}
-		if _, err := restore.Member(ctx, d.Store, restore.Config{
+		rc := restore.Config{
 			Backup: rec.Backup, DataDir: dataDir, Name: cfg.Name, InitialCluster: member.InitialCluster(rec.Members),
 			InitialClusterToken: rec.Token, RevisionBump: RevisionBump,
-		}, log); err != nil {
+		}
+		if _, err := os.Stat(staged); err == nil {
+			rc.Snapshot = staged // checked by plan on this host: no second download
+		}
+		if _, err := restore.Member(ctx, d.Store, rc, log); err != nil {
 			return false, err
 		}
 		if err := atomicfile.Write(marker, []byte(p.ID), 0o600, cfg.Owner.UID, cfg.Owner.GID); err != nil {
 			return false, fmt.Errorf("recovery: %w", err)
 		}
+	}
+	if err := os.Remove(staged); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("recovery: %w", err)
 	}
 	if err := member.StartRestored(ctx, cfg, d, rec.Members, rec.Token); err != nil {
 		return false, err
@@ -87,10 +102,18 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 	return true, finish(ctx, cfg, d, p, rec, etag)
 }
 
+// stagedFile is the backup's snapshot, downloaded and checked by plan,
+// in the data directory (the volume, where the restore is built).
+func stagedFile(command string) string { return ".etcdadm-restore-" + command + ".db" }
+
 // plan loads the command's record, or makes it: the members to restore
 // (the spec's count of the hosts registered lately), a new token. A
 // command whose backup cannot be used is refused, and nothing stops.
-func plan(ctx context.Context, d member.Deps, p *Pending) (*Record, string, error) {
+// Every host that finds no record checks the backup in full, into
+// dataDir, and restores from that copy: each host downloads it once, all
+// at the same time (one checker that the others wait for would add a
+// whole download to the restore's time).
+func plan(ctx context.Context, d member.Deps, p *Pending, dataDir string) (*Record, string, error) {
 	rec, etag, err := Load(ctx, d.Store, p.ID)
 	if err != nil || rec != nil {
 		return rec, etag, err
@@ -102,7 +125,14 @@ func plan(ctx context.Context, d member.Deps, p *Pending) (*Record, string, erro
 	r := Record{Command: p.ID, Backup: p.Command.Backup, State: Running, Started: d.Now().UTC()}
 	// Verified in full before any host stops anything: a command written
 	// by etcd-manager-ctl was never checked.
-	if _, err := backup.Verify(ctx, d.Store, p.Command.Backup, ""); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("recovery: %w", err)
+	}
+	_, err = restore.Stage(ctx, d.Store, p.Command.Backup, dataDir, stagedFile(p.ID))
+	if err != nil && !errors.Is(err, backup.ErrCorrupt) && !errors.Is(err, backup.ErrUnknownBackup) && !errors.Is(err, backup.ErrNoBackups) {
+		return nil, "", fmt.Errorf("recovery: restore command %s: %w (tried again on the next run)", p.ID, err)
+	}
+	if err != nil {
 		r.State, r.Reason = Refused, fmt.Sprintf("backup %s: %v; delete %s (etcdadm restore a good one)", p.Command.Backup, err, p.Key)
 		d.Log.Error("restore command REFUSED", "command", p.ID, "reason", r.Reason)
 	} else {

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/snapshotdb"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -33,6 +34,9 @@ type Config struct {
 	// compacted, so watchers re-list instead of seeing revisions go back
 	// (a cluster restore; etcd's docs use 1e9). 0: revisions as backed up.
 	RevisionBump uint64
+	// Snapshot, for Member: a snapshot file already downloaded and
+	// verified (Stage), restored instead of downloading the backup again.
+	Snapshot string
 }
 
 // ErrDataDirNotEmpty: we never overwrite or delete a data directory.
@@ -155,6 +159,34 @@ func restoreSnapshot(snapPath, dataDir string, cfg Config) error {
 	return nil
 }
 
+// Stage downloads and verifies a backup into dir/file, whole or not at
+// all (built in dir/file.partial, renamed when verified); an existing
+// file is a verified one from an earlier run and is kept. A cluster
+// restore checks its backup this way before anything stops, and each
+// host then restores from its own checked copy: one download per host.
+func Stage(ctx context.Context, st store.Store, name, dir, file string) (string, error) {
+	dst := filepath.Join(dir, file)
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	work := dst + ".partial"
+	if err := os.RemoveAll(work); err != nil { // a crashed run's scratch
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	defer os.RemoveAll(work)
+	rep, err := backup.Verify(ctx, st, name, work)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Rename(rep.SnapshotPath, dst); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	return dst, atomicfile.SyncDir(dir)
+}
+
 // Member restores a backup as this member's data in a cluster restore:
 // the data directory (often a volume's mount point) keeps its place and
 // gets a new member/ subdirectory. The old one must have been moved aside
@@ -182,9 +214,11 @@ func Member(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (
 	if err := sub.Validate(); err != nil {
 		return Result{}, err
 	}
-	rep, err := backup.Verify(ctx, st, cfg.Backup, work)
-	if err != nil {
-		return Result{}, err
+	rep := backup.Report{SnapshotPath: cfg.Snapshot}
+	if cfg.Snapshot == "" {
+		if rep, err = backup.Verify(ctx, st, cfg.Backup, work); err != nil {
+			return Result{}, err
+		}
 	}
 	if err := restoreSnapshot(rep.SnapshotPath, sub.DataDir, sub); err != nil {
 		return Result{}, err
@@ -196,6 +230,6 @@ func Member(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (
 	if err := os.Rename(filepath.Join(sub.DataDir, "member"), dst); err != nil {
 		return Result{}, fmt.Errorf("restore: move restored data into %s: %w", dst, err)
 	}
-	log.Info("restored this member's data", "backup", rep.Backup.Name, "dataDir", cfg.DataDir, "revision", stats.Revision, "keys", stats.LiveKeys, "revisionBump", cfg.RevisionBump)
+	log.Info("restored this member's data", "backup", cfg.Backup, "dataDir", cfg.DataDir, "revision", stats.Revision, "keys", stats.LiveKeys, "revisionBump", cfg.RevisionBump)
 	return Result{Report: rep, Stats: stats}, nil
 }

@@ -100,6 +100,10 @@ func TestClusterRestore(t *testing.T) {
 		if len(aside) != 1 {
 			t.Errorf("%s: old data not kept aside: %v", h.Name, aside)
 		}
+		// The backup's checked copy each host restored from is gone.
+		if left, _ := filepath.Glob(filepath.Join(h.Cfg.Root, "var/lib/etcd/.etcdadm-restore-*")); len(left) != 0 {
+			t.Errorf("%s: the restore left %v on the volume", h.Name, left)
+		}
 	}
 	// The watch opened before the restore ends when its cluster goes
 	// away, never with events from before what it saw. A client that
