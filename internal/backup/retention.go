@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -80,6 +81,7 @@ func Remove(ctx context.Context, st store.Store, name string) error {
 		if err := st.Delete(ctx, k); err != nil {
 			return fmt.Errorf("backup %s: remove: %w", name, err)
 		}
+		crashpoint.Here(crashpoint.RetentionGone) // unlisted, data not yet removed
 	}
 	return nil
 }

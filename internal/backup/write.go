@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/pgzip"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -92,6 +93,7 @@ func Write(ctx context.Context, st store.Store, snap Snapshot, now time.Time) (R
 	if err != nil {
 		return Result{}, fmt.Errorf("backup %s: upload: %w", name, err)
 	}
+	crashpoint.Here(crashpoint.BackupData)
 	in := Integrity{
 		Format:          1,
 		GzipSHA256:      fmt.Sprintf("%x", gzHash.Sum(nil)),
@@ -111,6 +113,7 @@ func Write(ctx context.Context, st store.Store, snap Snapshot, now time.Time) (R
 	if _, err := store.PutBytes(ctx, st, integrityKey(name), ib, store.PutOptions{}); err != nil {
 		return Result{}, fmt.Errorf("backup %s: write integrity record: %w", name, err)
 	}
+	crashpoint.Here(crashpoint.BackupRecord)
 	meta, err := etcdmanager.MarshalMeta(etcdmanager.BackupInfo{
 		EtcdVersion: snap.EtcdVersion,
 		Timestamp:   now.Unix(),
@@ -122,6 +125,7 @@ func Write(ctx context.Context, st store.Store, snap Snapshot, now time.Time) (R
 	if _, err := store.PutBytes(ctx, st, name+"/"+etcdmanager.MetaFile, meta, store.PutOptions{IfNoneMatch: true}); err != nil {
 		return Result{}, fmt.Errorf("backup %s: write meta (last step): %w", name, err)
 	}
+	crashpoint.Here(crashpoint.BackupMeta)
 	return Result{Name: name, Integrity: in}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/uploader"
 )
 
@@ -117,6 +118,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 	if err != nil {
 		return Result{}, fmt.Errorf("member join: add %s as learner: %w", j.me.Name, err)
 	}
+	crashpoint.Here(crashpoint.LearnerAdded)
 	j.log.Info("added as learner", "id", fmt.Sprintf("%x", add.Member.ID), "by hand", j.byHandJoin(add.Members, add.Member.ID))
 	if err := j.startEtcd(ctx, "existing", j.initialCluster(add.Members, add.Member.ID), j.cluster.Settings.ClusterToken); err != nil {
 		return Result{}, err
@@ -147,11 +149,13 @@ func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members 
 		if _, err := j.backup(ctx, cli); err != nil {
 			return fmt.Errorf("member join: backup before replacing %s: %w", stale.Name, err)
 		}
+		crashpoint.Here(crashpoint.ReplaceBackup)
 	}
 	j.log.Info("replacing: removing the stale member whose data is gone", "id", fmt.Sprintf("%x", stale.ID), "by hand", fmt.Sprintf("etcdadm backup now; etcdadm member remove %s", displayName(stale)))
 	if err := j.removeMember(ctx, cli, stale.ID); err != nil {
 		return fmt.Errorf("member join: remove stale %s: %w", stale.Name, err)
 	}
+	crashpoint.Here(crashpoint.ReplaceRemoved)
 	return nil
 }
 

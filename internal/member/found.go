@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -94,5 +95,6 @@ func (j *joiner) found(ctx context.Context, plan *Plan) (Result, error) {
 	if _, err := store.PutBytes(ctx, j.d.Store, etcdmanager.ClusterCreatedKey, created, store.PutOptions{IfNoneMatch: true}); err != nil && !errors.Is(err, store.ErrPrecondition) {
 		return Result{}, fmt.Errorf("member join: mark cluster created: %w", err)
 	}
+	crashpoint.Here(crashpoint.FoundCreated)
 	return Result{Action: action, Reason: "founding member of " + plan.InitialCluster()}, nil
 }

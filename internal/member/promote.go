@@ -11,6 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 )
 
 // promoteIfLearner promotes this member once it has caught up. etcd
@@ -33,6 +35,7 @@ func (j *joiner) promoteIfLearner(ctx context.Context, cli *clientv3.Client) err
 		if _, err := cli.MemberPromote(ctx, m.ID); err != nil {
 			return err
 		}
+		crashpoint.Here(crashpoint.Promoted)
 		j.log.Info("promoted from learner to voting member")
 		return nil
 	})

@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 )
 
 // Reconcile shrinks the cluster to the spec's member count: one member at
@@ -74,6 +76,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 		if err := j.removeMember(ctx, cli, victim.ID); err != nil {
 			return removed, fmt.Errorf("reconcile: remove %s: %w", victim.Name, err)
 		}
+		crashpoint.Here(crashpoint.ReconcileGone)
 		j.log.Info("removed surplus member", "removed", victim.Name, "members", len(voters)-1, "want", want, "by hand", "etcdadm member remove "+victim.Name)
 		removed = append(removed, victim.Name)
 	}

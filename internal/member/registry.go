@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -107,5 +108,6 @@ func fixPlan(ctx context.Context, st store.Store, p Plan) (*Plan, error) {
 	if err != nil && !errors.Is(err, store.ErrPrecondition) {
 		return nil, fmt.Errorf("initial plan: %w", err)
 	}
+	crashpoint.Here(crashpoint.FoundPlan)
 	return loadPlan(ctx, st)
 }

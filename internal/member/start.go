@@ -11,6 +11,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 )
 
 // startEtcd writes etcd's environment file and starts (or restarts) etcd.
@@ -64,6 +66,7 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 	if err != nil {
 		return err
 	}
+	crashpoint.Here(crashpoint.EnvWritten)
 	if err := j.ownDataDir(); err != nil {
 		return err
 	}
@@ -71,6 +74,7 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 	if err := j.d.Service.Start(ctx, changed); err != nil {
 		return fmt.Errorf("member join: start etcd: %w", err)
 	}
+	crashpoint.Here(crashpoint.EtcdStarted)
 	return nil
 }
 

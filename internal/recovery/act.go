@@ -14,6 +14,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/restore"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -62,6 +63,7 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 		if _, err := member.MoveAside(dataDir, "before-restore-"+p.ID); err != nil {
 			return false, fmt.Errorf("recovery: %w", err)
 		}
+		crashpoint.Here(crashpoint.RestoreAside)
 		rc := restore.Config{
 			Backup: rec.Backup, DataDir: dataDir, Name: cfg.Name, InitialCluster: member.InitialCluster(rec.Members),
 			InitialClusterToken: rec.Token, RevisionBump: RevisionBump,
@@ -72,6 +74,7 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 		if _, err := restore.Member(ctx, d.Store, rc, log); err != nil {
 			return false, err
 		}
+		crashpoint.Here(crashpoint.RestoreData)
 		if err := atomicfile.Write(marker, []byte(p.ID), 0o600, cfg.Owner.UID, cfg.Owner.GID); err != nil {
 			return false, fmt.Errorf("recovery: %w", err)
 		}
@@ -82,6 +85,7 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 	if err := member.StartRestored(ctx, cfg, d, rec.Members, rec.Token); err != nil {
 		return false, err
 	}
+	crashpoint.Here(crashpoint.RestoreStarted)
 	for {
 		if rec.Restored == nil {
 			rec.Restored = map[string]time.Time{}
@@ -132,6 +136,7 @@ func plan(ctx context.Context, d member.Deps, p *Pending, dataDir string) (*Reco
 	if err != nil && !errors.Is(err, backup.ErrCorrupt) && !errors.Is(err, backup.ErrUnknownBackup) && !errors.Is(err, backup.ErrNoBackups) {
 		return nil, "", fmt.Errorf("recovery: restore command %s: %w (tried again on the next run)", p.ID, err)
 	}
+	crashpoint.Here(crashpoint.RestoreStaged)
 	if err != nil {
 		r.State, r.Reason = Refused, fmt.Sprintf("backup %s: %v; delete %s (etcdadm restore a good one)", p.Command.Backup, err, p.Key)
 		d.Log.Error("restore command REFUSED", "command", p.ID, "reason", r.Reason)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/snapshotdb"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -86,10 +87,24 @@ type Result struct {
 	Stats  snapshotdb.Stats
 }
 
+// scratch makes dir/name empty: our own work directory, by a fixed name,
+// so a run after a crash removes what the crashed one left (a whole
+// backup's worth) instead of leaving it beside the data.
+func scratch(dir, name string) (string, error) {
+	work := filepath.Join(dir, name)
+	if err := os.RemoveAll(work); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	return work, nil
+}
+
 // Local verifies the backup, then restores it into cfg.DataDir. The data
 // directory appears whole or not at all: the restore is built in a
-// sibling directory and renamed into place. Safe to re-run: a leftover
-// work directory from a crash is ignored and replaced by a fresh one.
+// sibling directory and renamed into place. Safe to re-run: a crashed
+// run's work directory is removed and built again.
 func Local(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -98,9 +113,9 @@ func Local(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (R
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	work, err := os.MkdirTemp(parent, ".etcdadm-restore-")
+	work, err := scratch(parent, ".etcdadm-restore-"+filepath.Base(filepath.Clean(cfg.DataDir)))
 	if err != nil {
-		return Result{}, fmt.Errorf("restore: %w", err)
+		return Result{}, err
 	}
 	defer os.RemoveAll(work) // our own scratch space, never a data dir
 	log.Info("downloading and verifying backup", "backup", cfg.Backup, "store", st.String())
@@ -116,6 +131,7 @@ func Local(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (R
 	if err != nil {
 		return Result{}, err
 	}
+	crashpoint.Here(crashpoint.LocalStaged)
 	if err := checkEmpty(cfg.DataDir); err != nil { // it may have changed meanwhile
 		return Result{}, err
 	}
@@ -169,12 +185,9 @@ func Stage(ctx context.Context, st store.Store, name, dir, file string) (string,
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
-	work := dst + ".partial"
-	if err := os.RemoveAll(work); err != nil { // a crashed run's scratch
-		return "", fmt.Errorf("restore: %w", err)
-	}
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		return "", fmt.Errorf("restore: %w", err)
+	work, err := scratch(dir, file+".partial")
+	if err != nil {
+		return "", err
 	}
 	defer os.RemoveAll(work)
 	rep, err := backup.Verify(ctx, st, name, work)
@@ -204,9 +217,9 @@ func Member(ctx context.Context, st store.Store, cfg Config, log *slog.Logger) (
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	work, err := os.MkdirTemp(cfg.DataDir, ".etcdadm-restore-")
+	work, err := scratch(cfg.DataDir, ".etcdadm-restore-work")
 	if err != nil {
-		return Result{}, fmt.Errorf("restore: %w", err)
+		return Result{}, err
 	}
 	defer os.RemoveAll(work) // our own scratch space, never a data dir
 	sub := cfg

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
@@ -106,6 +107,7 @@ func (w *switcher) complete(ctx context.Context, prev, next etcdversion.Version,
 	if err == nil {
 		w.out.Switched = append(w.out.Switched, next.String())
 		w.log.Info("switched", "from", prev.String(), "to", next.String(), "took", time.Since(start).Round(time.Millisecond))
+		crashpoint.Here(crashpoint.SwitchDone) // switched, the in-flight record not yet cleared
 		return w.clearInFlight()
 	}
 	reason := err.Error()
@@ -146,6 +148,7 @@ func (w *switcher) run(ctx context.Context, v etcdversion.Version, restart bool)
 	if err := w.dir.Use(v); err != nil {
 		return err
 	}
+	crashpoint.Here(crashpoint.SwitchBinary)
 	if err := w.d.Service.Start(ctx, restart || changed); err != nil {
 		w.log.Warn("etcd restart reported a failure; checking the member", "err", err)
 	}

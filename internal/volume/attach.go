@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -149,6 +150,7 @@ func Attach(ctx context.Context, cfg Config, d Deps) (*Identity, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attach: %w", err)
 		}
+		crashpoint.Here(crashpoint.VolumeClaimed)
 		dev, err := d.Driver.Attach(ctx, c.Volume)
 		if err != nil {
 			return nil, fmt.Errorf("attach %s: %w", c.Volume, err)
@@ -161,6 +163,7 @@ func Attach(ctx context.Context, cfg Config, d Deps) (*Identity, error) {
 	if err := writeAtomic(cfg.path(IdentityFile), id.Env(), 0o644); err != nil {
 		return nil, fmt.Errorf("attach %s: %w", id.Volume, err)
 	}
+	crashpoint.Here(crashpoint.VolumeIdentity)
 	if id.Claim != nil {
 		if err := writeClaimFile(cfg.path(ClaimFile), *id.Claim); err != nil {
 			return nil, fmt.Errorf("attach %s: %w", id.Volume, err)
@@ -196,6 +199,7 @@ func prepare(ctx context.Context, cfg Config, d Deps, id Identity) error {
 			if err := mkfs(ctx, id.Device, id.Volume); err != nil {
 				return err
 			}
+			crashpoint.Here(crashpoint.VolumeFormat)
 			if p, err = probeDevice(ctx, id.Device); err != nil {
 				return err
 			}
@@ -223,6 +227,7 @@ func prepare(ctx context.Context, cfg Config, d Deps, id Identity) error {
 		if err := d.Mounter.Mount(ctx, id.Device, target, "ext4", MountOptions); err != nil {
 			return err
 		}
+		crashpoint.Here(crashpoint.VolumeMounted)
 	}
 	return nil
 }

@@ -5,9 +5,14 @@
 package deps
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 )
 
 // rules: the import path prefixes each binary must not link, and why.
@@ -89,5 +94,38 @@ func TestTimeoutsPerBinary(t *testing.T) {
 			t.Errorf("%s and %s share the timeout variable %s", bin, other, env)
 		}
 		seen[env] = bin
+	}
+}
+
+// TestNoCrashPointsShipped: the crash points of the sweep
+// (internal/crashpoint) exist only in a build with -tags crashpoints;
+// nothing built without it can kill itself at one.
+func TestNoCrashPointsShipped(t *testing.T) {
+	for _, tc := range []struct {
+		tags string
+		want bool // every binary but the DNS registrar has points
+	}{{"", false}, {"crashpoints", true}} {
+		dir := t.TempDir()
+		if out, err := exec.Command("go", "build", "-tags", tc.tags, "-o", dir+"/", "github.com/etcdadm/etcdadm-immutable/cmd/...").CombinedOutput(); err != nil {
+			t.Fatalf("go build -tags %q: %v\n%s", tc.tags, err, out)
+		}
+		bins, _ := filepath.Glob(filepath.Join(dir, "*"))
+		if len(bins) < 6 {
+			t.Fatalf("go build made %v", bins)
+		}
+		var with []string
+		for _, bin := range bins {
+			b, err := os.ReadFile(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(b, []byte(crashpoint.ArmFile)) {
+				with = append(with, filepath.Base(bin))
+			}
+		}
+		// The registrar changes no state of ours: it has no point.
+		if tc.want && len(with) != len(bins)-1 || !tc.want && len(with) != 0 {
+			t.Errorf("build -tags %q: the binaries that read the crash point file: %v", tc.tags, with)
+		}
 	}
 }
