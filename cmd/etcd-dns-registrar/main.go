@@ -46,6 +46,7 @@ func main() {
 		Flags: []cli.Flag{
 			cliflags.Store(),
 			&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
+			&cli.StringFlag{Name: "volume-provider", EnvVars: []string{"ETCDADM_VOLUME_PROVIDER"}, Usage: "etcd-volume-attach's provider: with local or pool, the name must come from the attached volume (identity.env); without it the registrar exits and is restarted"},
 			&cli.StringFlag{Name: "address", EnvVars: []string{"ETCDADM_ADDRESS"}, Usage: "address(es) to publish, comma separated (default: the first --ip, else this host's first global unicast address, IPv4 first: what etcd-member-join uses)"},
 			&cli.StringSliceFlag{Name: "ip", EnvVars: []string{"ETCDADM_IPS"}, Usage: "this host's addresses as etcd-member-join has them (host.env, from 'etcdadm render --ip'); the first is published"},
 			&cli.StringFlag{Name: "dns-suffix", EnvVars: []string{"ETCDADM_DNS_SUFFIX"}, Usage: "member NAME resolves as NAME.SUFFIX (default: dnsSuffix from the store's etcdadm/settings.json)"},
@@ -76,11 +77,12 @@ func run(c *cli.Context) error {
 		return cli.Exit(err, exitConfig)
 	}
 	cfg := dns.Config{
-		Name:        c.String("name"),
-		Suffix:      c.String("dns-suffix"),
-		Interval:    c.Duration("interval"),
-		Lease:       c.Duration("lease"),
-		MetricsFile: c.String("metrics-file"),
+		Name:           c.String("name"),
+		VolumeProvider: c.String("volume-provider"),
+		Suffix:         c.String("dns-suffix"),
+		Interval:       c.Duration("interval"),
+		Lease:          c.Duration("lease"),
+		MetricsFile:    c.String("metrics-file"),
 	}
 	if cfg.Addresses, err = dns.Addresses(c.String("address"), c.StringSlice("ip")); err != nil {
 		return cli.Exit(err, exitConfig)

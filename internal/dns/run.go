@@ -13,11 +13,14 @@ import (
 
 // Config is what the registrar needs to know about this host.
 type Config struct {
-	Name      string       // member name, e.g. "etcd-b"
-	Addresses []netip.Addr // this host's addresses for it
-	Suffix    string       // DNS suffix: Name resolves as Name.Suffix
-	Interval  time.Duration
-	Lease     time.Duration
+	Name string // member name, e.g. "etcd-b"
+	// VolumeProvider: etcd-volume-attach's; with local or pool, Name
+	// must come from its identity.env (hostaddr.MemberName).
+	VolumeProvider string
+	Addresses      []netip.Addr // this host's addresses for it
+	Suffix         string       // DNS suffix: Name resolves as Name.Suffix
+	Interval       time.Duration
+	Lease          time.Duration
 	// MaxBackoff bounds the wait after a failed round (0 = Interval).
 	MaxBackoff time.Duration
 	// OpTimeout bounds one round's store and DNS calls (0 = 20s).

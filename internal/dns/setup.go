@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -63,13 +62,11 @@ func (pc ProviderConfig) New(suffix string) (Provider, error) {
 // Defaults fills what the flags left out: the name from the short
 // hostname, the suffix from the store's settings.
 func (c *Config) Defaults(ctx context.Context, st store.Store) error {
-	if c.Name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("--name not set and no hostname: %w", err)
-		}
-		c.Name, _, _ = strings.Cut(h, ".")
+	name, err := hostaddr.MemberName(c.Name, c.VolumeProvider)
+	if err != nil {
+		return err
 	}
+	c.Name = name
 	if c.Suffix == "" {
 		var err error
 		if c.Suffix, err = SuffixFromStore(ctx, st); err != nil {

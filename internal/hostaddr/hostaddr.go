@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 )
 
 // HostIPs are this host's global unicast addresses, IPv4 first, in the
@@ -58,4 +60,24 @@ func Primary(ips []net.IP) (netip.Addr, error) {
 		}
 	}
 	return netip.Addr{}, ErrNoAddress
+}
+
+// MemberName is the one rule for this host's member name: the name given
+// (from identity.env, written by etcd-volume-attach, or a flag); else,
+// where a volume provider (local, pool) names the member, an error, since
+// the hostname would name a member whose data is not on the volume; else
+// the short hostname.
+func MemberName(name, volumeProvider string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	if volumeProvider != "" && volumeProvider != "none" {
+		return "", fmt.Errorf("no member identity: the %s volume provider names this member, and /run/etcdadm/identity.env is missing; etcd-volume-attach has not attached this host's volume yet (systemctl status etcd-volume-attach; it restarts on failure)", volumeProvider)
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("no member name and no hostname: %w", err)
+	}
+	short, _, _ := strings.Cut(h, ".")
+	return short, nil
 }

@@ -8,8 +8,6 @@ package memberflags
 import (
 	"fmt"
 	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -33,19 +31,16 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
 		&cli.StringFlag{Name: "etcd-user", Value: "etcd", EnvVars: []string{"ETCDADM_ETCD_USER"}, Usage: "user that owns keys and data (from sysusers.d); empty: leave ownership alone"},
 		&cli.StringFlag{Name: "unit", Value: "etcd.service", EnvVars: []string{"ETCDADM_ETCD_UNIT"}, Usage: "the etcd unit to start"},
+		&cli.StringFlag{Name: "volume-provider", EnvVars: []string{"ETCDADM_VOLUME_PROVIDER"}, Usage: "etcd-volume-attach's provider: with local or pool, the member name must come from the attached volume (identity.env)"},
 	}
 }
 
 // Config reads the flags. Without --ip it waits up to a minute for the
 // host's network to bring up an address (at boot it may still be coming).
 func Config(c *cli.Context) (member.Config, error) {
-	name := c.String("name")
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return member.Config{}, cli.Exit(fmt.Sprintf("no --name and no hostname: %v", err), 2)
-		}
-		name, _, _ = strings.Cut(h, ".")
+	name, err := hostaddr.MemberName(c.String("name"), c.String("volume-provider"))
+	if err != nil {
+		return member.Config{}, cli.Exit(err, 1)
 	}
 	cfg := member.Config{
 		Name: name, Host: c.String("host"), ListenHost: c.String("listen-host"),

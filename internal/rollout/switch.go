@@ -149,10 +149,29 @@ func (w *switcher) run(ctx context.Context, v etcdversion.Version, restart bool)
 		return err
 	}
 	crashpoint.Here(crashpoint.SwitchBinary)
+	if !restart && !changed && !w.runs(ctx, v) {
+		// Resuming a switch killed between the binary and the restart:
+		// etcd still runs the version before (found by the crash sweep).
+		restart = true
+	}
 	if err := w.d.Service.Start(ctx, restart || changed); err != nil {
 		w.log.Warn("etcd restart reported a failure; checking the member", "err", err)
 	}
 	return w.waitReady(ctx, v)
+}
+
+// runs reports whether this member answers at version v.
+func (w *switcher) runs(ctx context.Context, v etcdversion.Version) bool {
+	self := w.s.Self().ClientURL
+	cli, err := w.s.Client([]string{self})
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, self)
+	return err == nil && st.Version == v.String()
 }
 
 // waitReady: the member answers with version v, has applied what the

@@ -61,6 +61,8 @@ type clusterOptions struct {
 	// manual: no shared store at all; hosts boot 'etcdadm render
 	// --manual' and are built by hand with etcdadm init / join.
 	manual bool
+	// tags: build tags of the binaries the hosts run (crashpoints).
+	tags string
 }
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
@@ -70,7 +72,7 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	if version == "" {
 		version = e2eVersion
 	}
-	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: binaries(t)}
+	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: buildCommands(t, o.tags)}
 	opts := ignition.Options{Variant: ignition.Flatcar, EtcdVersion: version, Binaries: ignition.BinariesBaked, LogLevel: "debug", EnableUnits: o.enable, Env: o.env, Manual: o.manual}
 	if !o.manual {
 		c.startStore(t)

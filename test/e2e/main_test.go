@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	for _, dir := range built {
+		os.RemoveAll(dir)
 	}
 	os.Exit(code)
 }
@@ -65,32 +65,38 @@ func mkbucket(endpoint, bucket string) error {
 }
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
+	buildMu sync.Mutex
+	built   = map[string]string{} // build tags -> directory of binaries
 )
 
 // binaries builds the project's commands once (linux/amd64, static), for
 // binding into the hosts at /opt/etcdadm/bin.
-func binaries(t testing.TB) string {
+func binaries(t testing.TB) string { return buildCommands(t, "") }
+
+// buildCommands builds the commands with the given build tags (e.g.
+// crashpoints, for the crash-point sweep), once per set of tags.
+func buildCommands(t testing.TB, tags string) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "etcdadm-e2e-bin-"); buildErr != nil {
-			return
-		}
-		os.Chmod(binDir, 0o755)
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binDir+"/", "./cmd/...")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/...: %w\n%s", err, strings.TrimSpace(stderr.String()))
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if dir, ok := built[tags]; ok {
+		return dir
 	}
-	return binDir
+	dir, err := os.MkdirTemp("", "etcdadm-e2e-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", tags, "-o", dir+"/", "./cmd/...")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		t.Fatalf("go build -tags %q ./cmd/...: %v\n%s", tags, err, strings.TrimSpace(stderr.String()))
+	}
+	built[tags] = dir
+	return dir
 }

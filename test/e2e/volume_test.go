@@ -164,23 +164,8 @@ func TestPoolVolumes(t *testing.T) {
 // have claimed a different volume; hosts are returned by member name.
 func newPoolCluster(t testing.TB, names []string) (*cluster, string, map[string]*harness.Host) {
 	t.Helper()
-	c := newClusterWith(t, clusterOptions{
-		members: len(names), dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
-		env: map[string]string{
-			"ETCDADM_VOLUME_PROVIDER": "pool",
-			"ETCDADM_VOLUME_SIZE":     "512M",
-			"ETCDADM_VOLUME_LEASE":    volumeLease.String(),
-			"ETCDADM_DNS_INTERVAL":    "5s",
-		},
-	})
-	shared := t.TempDir()
-	os.Chmod(shared, 0o700)
-	c.binds = append(c.binds, harness.Bind{Source: shared, Target: loopfileDir})
-	c.devices = harness.LoopDevices(t, 8)
-	// Registered before any host boots, so it runs after every host is
-	// gone: the loop devices are the test machine's, not the hosts'.
-	t.Cleanup(func() { detachImages(t, shared) })
-
+	c := newClusterWith(t, poolOptions(len(names)))
+	shared := poolVolumes(t, c)
 	hosts := map[string]*harness.Host{}
 	var booted []*harness.Host
 	for i := range names {
@@ -194,6 +179,33 @@ func newPoolCluster(t testing.TB, names []string) (*cluster, string, map[string]
 	}
 	waitHealthy(t, hosts[names[0]], names, 3*time.Minute)
 	return c, shared, hosts
+}
+
+// poolOptions: masters with the pool volume provider and DNS names.
+func poolOptions(members int) clusterOptions {
+	return clusterOptions{
+		members: members, dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
+		env: map[string]string{
+			"ETCDADM_VOLUME_PROVIDER": "pool",
+			"ETCDADM_VOLUME_SIZE":     "512M",
+			"ETCDADM_VOLUME_LEASE":    volumeLease.String(),
+			"ETCDADM_DNS_INTERVAL":    "5s",
+		},
+	}
+}
+
+// poolVolumes gives c's hosts the shared loopfile directory and loop
+// devices; it returns the directory.
+func poolVolumes(t testing.TB, c *cluster) string {
+	t.Helper()
+	shared := t.TempDir()
+	os.Chmod(shared, 0o700)
+	c.binds = append(c.binds, harness.Bind{Source: shared, Target: loopfileDir})
+	c.devices = harness.LoopDevices(t, 8)
+	// Registered before any host boots, so it runs after every host is
+	// gone: the loop devices are the test machine's, not the hosts'.
+	t.Cleanup(func() { detachImages(t, shared) })
+	return shared
 }
 
 // identity is the member a host's etcd-volume-attach gave it.

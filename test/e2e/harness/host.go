@@ -63,6 +63,10 @@ type HostOptions struct {
 	NspawnArgs []string
 	// BootTimeout bounds the boot; zero means 60 s.
 	BootTimeout time.Duration
+	// WhileBooting, if set, is called on the caller's goroutine at every
+	// poll while the host boots, once its systemd runs (it may Exec in
+	// the host): a test can act on what a unit does during boot.
+	WhileBooting func(*Host)
 }
 
 // Bind is a bind mount from the test machine into a host.
@@ -146,7 +150,7 @@ func (n *Network) Boot(t testing.TB, name string, opts HostOptions) *Host {
 	if err := h.start(opts); err != nil {
 		t.Fatalf("harness: Boot %s: %v", name, err)
 	}
-	state, err := h.waitBooted(start.Add(timeout))
+	state, err := h.waitBooted(start.Add(timeout), opts.WhileBooting)
 	if err != nil {
 		t.Fatalf("harness: Boot %s: %v\nconsole (%s):\n%s", name, err, h.console, tail(h.console, 40))
 	}
@@ -304,7 +308,7 @@ func (h *Host) start(opts HostOptions) error {
 
 // waitBooted finds the host's PID 1 and polls its state until systemd
 // reports running or degraded, nspawn exits, or the deadline passes.
-func (h *Host) waitBooted(deadline time.Time) (string, error) {
+func (h *Host) waitBooted(deadline time.Time, while func(*Host)) (string, error) {
 	nspawn := h.cmd.Process.Pid
 	for h.pid1 == 0 {
 		if pid := systemdChild(nspawn); pid != 0 {
@@ -325,6 +329,9 @@ func (h *Host) waitBooted(deadline time.Time) (string, error) {
 		state := strings.TrimSpace(out)
 		if state == "running" || state == "degraded" {
 			return state, nil
+		}
+		if while != nil {
+			while(h)
 		}
 		if werr := h.waitTick(deadline, 50*time.Millisecond); werr != nil {
 			return "", fmt.Errorf("systemd not running (last state %q: %v %s): %w", state, err, strings.TrimSpace(errOut), werr)
@@ -518,7 +525,7 @@ func (h *Host) PowerOn(t testing.TB, opts HostOptions) {
 	if err := h.start(opts); err != nil {
 		t.Fatalf("harness: PowerOn %s: %v", h.name, err)
 	}
-	state, err := h.waitBooted(start.Add(timeout))
+	state, err := h.waitBooted(start.Add(timeout), opts.WhileBooting)
 	if err != nil {
 		t.Fatalf("harness: PowerOn %s: %v\nconsole (%s):\n%s", h.name, err, h.console, tail(h.console, 40))
 	}
