@@ -59,8 +59,8 @@ func (pc ProviderConfig) New(suffix string) (Provider, error) {
 	}
 }
 
-// Defaults fills what the flags left out: the name from the short
-// hostname, the suffix from the store's settings.
+// Defaults fills what the flags left out: the name by member join's rule
+// (hostaddr.MemberName), the suffix from the store's settings.
 func (c *Config) Defaults(ctx context.Context, st store.Store) error {
 	name, err := hostaddr.MemberName(c.Name, c.VolumeProvider)
 	if err != nil {

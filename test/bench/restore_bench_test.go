@@ -113,6 +113,16 @@ func BenchmarkRestore(b *testing.B) {
 	snap := filepath.Join(work, "snapshot.db")
 	download(b, st, name, snap)
 	dl := time.Since(start)
+	// Three at once, as the three hosts of this one machine download: on
+	// real hosts each has its own CPU and disk, here they share two cores.
+	start = time.Now()
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() { defer wg.Done(); download(b, st, name, filepath.Join(work, fmt.Sprintf("snapshot-%d.db", i))) }()
+	}
+	wg.Wait()
+	dl3 := time.Since(start)
 
 	// etcdadm restore: what the command writes, then every host's member
 	// join acting at once, until the cluster serves. The hosts registered
@@ -134,7 +144,7 @@ func BenchmarkRestore(b *testing.B) {
 	ours.method, ours.wall, ours.before = "etcdadm restore (download, verify, restore ×3, start)", time.Since(start), src.revision
 	rows := []restoreRow{ours, floorRestore(b, snap, src), keyCopy(b, snap, src)}
 
-	printRestore(os.Stdout, dl, rows)
+	printRestore(os.Stdout, dl, dl3, rows)
 	// A lost majority, recovered from the survivor.
 	rec := recoverFromOne(b, st, hosts, cli2)
 	fmt.Printf("quorum lost (2 of 3 with their data) → recover --from-member → 3 members: %.1fs\n", rec.Seconds())
@@ -142,6 +152,7 @@ func BenchmarkRestore(b *testing.B) {
 	b.ReportMetric(ours.wall.Seconds(), "etcdadm-s")
 	b.ReportMetric(floor.Seconds(), "floor-s")
 	b.ReportMetric(dl.Seconds(), "download-s")
+	b.ReportMetric(dl3.Seconds(), "download3-s")
 	b.ReportMetric(rows[2].wall.Seconds(), "keycopy-s")
 	b.ReportMetric(rec.Seconds(), "recover-s")
 }
@@ -351,14 +362,16 @@ func parallel(b *testing.B, hosts []*localcluster.Host, fn func(*localcluster.Ho
 	}
 }
 
-func printRestore(w io.Writer, dl time.Duration, rows []restoreRow) {
+func printRestore(w io.Writer, dl, dl3 time.Duration, rows []restoreRow) {
 	fmt.Fprintf(w, "\n%-58s %9s %9s %7s %14s  %s\n", "method", "wall", "keys", "leases", "revision", "")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-58s %8.1fs %9d %7d %14d  %s\n", r.method, r.wall.Seconds(), r.keys, r.leases, r.revision, r.note)
 	}
 	ours, floor, cp := rows[0].wall, rows[1].wall, rows[2].wall
 	fmt.Fprintf(w, "download of the backup alone: %.1fs\n", dl.Seconds())
+	fmt.Fprintf(w, "the same three times at once (the three hosts of this machine): %.1fs\n", dl3.Seconds())
 	fmt.Fprintf(w, "etcdadm / (floor + download) = %.2f (target ≤ 1.2): %s\n", ours.Seconds()/(floor+dl).Seconds(), verdict(ours.Seconds() <= 1.2*(floor+dl).Seconds()))
+	fmt.Fprintf(w, "etcdadm / (floor + three downloads at once) = %.2f (the same target where three hosts share this machine): %s\n", ours.Seconds()/(floor+dl3).Seconds(), verdict(ours.Seconds() <= 1.2*(floor+dl3).Seconds()))
 	fmt.Fprintf(w, "key copy / etcdadm = %.1f× (target ≥ 5×): %s\n", cp.Seconds()/ours.Seconds(), verdict(cp >= 5*ours))
 	fmt.Fprintf(w, "every lease kept: %s\n", verdict(rows[0].leases == rows[1].leases))
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -108,15 +109,49 @@ func (p *PKI) clientTLS() (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
+// Expired is a client certificate of p's CA whose validity ended an hour
+// ago (files in a new directory).
+type Expired struct{ Cert, Key string }
+
+// ExpiredClient issues an expired client certificate from p's CA.
+func ExpiredClient(t testing.TB, p *PKI) Expired {
+	t.Helper()
+	caPEM, err1 := os.ReadFile(p.CACert)
+	keyPEM, err2 := os.ReadFile(p.CAKey)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	cb, _ := pem.Decode(caPEM)
+	kb, _ := pem.Decode(keyPEM)
+	if cb == nil || kb == nil {
+		t.Fatal("testenv: CA files hold no PEM")
+	}
+	ca, err1 := x509.ParseCertificate(cb.Bytes)
+	caKey, err2 := x509.ParseECPrivateKey(kb.Bytes)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	dir := t.TempDir()
+	e := Expired{Cert: filepath.Join(dir, "expired.crt"), Key: filepath.Join(dir, "expired.key")}
+	now := time.Now()
+	leafValid(t, ca, caKey, "root", nil, nil, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, e.Cert, e.Key, now.Add(-48*time.Hour), now.Add(-time.Hour))
+	return e
+}
+
 func leaf(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, hosts []string, ips []net.IP, usage []x509.ExtKeyUsage, certFile, keyFile string) {
 	t.Helper()
-	key := newKey(t)
 	now := time.Now()
+	leafValid(t, ca, caKey, cn, hosts, ips, usage, certFile, keyFile, now.Add(-time.Hour), now.Add(7*24*time.Hour))
+}
+
+func leafValid(t testing.TB, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, hosts []string, ips []net.IP, usage []x509.ExtKeyUsage, certFile, keyFile string, notBefore, notAfter time.Time) {
+	t.Helper()
+	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(7 * 24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  usage,
 		DNSNames:     hosts,
