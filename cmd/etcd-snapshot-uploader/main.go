@@ -118,6 +118,7 @@ func run(c *cli.Context) error {
 		case errors.Is(runErr, uploader.ErrEtcd):
 			code = exitEtcd
 		}
+		runErr = etcdCfg.Why(runErr)
 		log.Error("backup failed", "err", runErr)
 		return cli.Exit("backup failed: "+runErr.Error(), code)
 	case out.Skipped:

@@ -144,10 +144,10 @@ func backupNow(c *cli.Context) error {
 		return err
 	}
 	defer cli3.Close()
-	cfg := uploader.Config{Endpoint: ecfg.Endpoints[0], AnyMember: true, SkipPrune: true, StaleAfter: time.Hour, Retention: backup.DefaultPolicy()}
+	cfg := uploader.Config{Endpoint: ecfg.Endpoints[0], AnyMember: true, SkipPrune: true, StaleAfter: time.Hour, Retention: backup.DefaultPolicy(), AnswerTimeout: ecfg.DialTimeout}
 	out, err := uploader.Run(c.Context, cfg, cli3, st, log, time.Now)
 	if err != nil {
-		return err
+		return ecfg.Why(err)
 	}
 	fmt.Fprintf(c.App.Writer, "backup %s: %s gzip, snapshot %s, revision >= %d, etcd %s, from %s in %.1fs\n",
 		out.Backup, humanBytes(out.Integrity.GzipSize), humanBytes(out.Integrity.SnapshotSize),

@@ -43,7 +43,11 @@ func OpenStore(c *cli.Context) (store.Store, error) {
 		}
 		return v
 	}
-	return storeurl.Open(c.Context, c.String("store"), getenv)
+	st, err := storeurl.Open(c.Context, c.String("store"), getenv)
+	if err != nil {
+		return nil, cli.Exit(err, ExitUsage) // the URL (opening dials nothing)
+	}
+	return st, nil
 }
 
 // LoadHostEnv sets the ETCDADM_* variables of a master's environment file
@@ -99,8 +103,10 @@ func LogLevel() cli.Flag {
 	return &cli.StringFlag{
 		Name: "log-level", Value: "info", EnvVars: []string{"ETCDADM_LOG_LEVEL"}, Usage: "debug, info, warn or error",
 		Action: func(_ *cli.Context, s string) error {
-			_, err := ParseLogLevel(s)
-			return err
+			if _, err := ParseLogLevel(s); err != nil {
+				return cli.Exit(err, ExitUsage)
+			}
+			return nil
 		},
 	}
 }

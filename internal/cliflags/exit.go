@@ -6,9 +6,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
+
+// ExitUsage is every binary's code for a command line it cannot use: an
+// unknown flag or command, a bad flag value, a required flag left out.
+const ExitUsage = 2
 
 // Run runs app with args and returns the process's exit code, for main to
 // pass to os.Exit: 0 on success; the code of a cli.Exit error; else
@@ -21,7 +26,27 @@ import (
 // (which has an ExitCode method as well) does not: that code is a child's.
 func Run(app *cli.App, args []string, fallback func(error) int) int {
 	app.ExitErrHandler = func(*cli.Context, error) {}
+	usage := func(c *cli.Context, err error, _ bool) error {
+		return cli.Exit(fmt.Sprintf("%v (see '%s --help')", err, c.Command.HelpName), ExitUsage)
+	}
+	app.OnUsageError = usage
+	var walk func([]*cli.Command)
+	walk = func(cs []*cli.Command) {
+		for _, c := range cs {
+			if c.OnUsageError == nil {
+				c.OnUsageError = usage
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(app.Commands)
 	err := app.Run(args)
+	// What urfave/cli reports without a hook: a required flag left out,
+	// an unknown command (its help says "No help topic", exit 3).
+	if msg := fmt.Sprint(err); err != nil && (strings.HasPrefix(msg, "Required flag") || strings.HasPrefix(msg, "No help topic for")) {
+		msg = strings.Replace(msg, "No help topic for", "unknown command", 1)
+		err = cli.Exit(fmt.Sprintf("%s (see '%s --help')", msg, app.Name), ExitUsage)
+	}
 	if err == nil {
 		return 0
 	}

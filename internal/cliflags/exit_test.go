@@ -39,7 +39,9 @@ func TestRun(t *testing.T) {
 		{"plain error without fallback", nil, errors.New("boom"), nil, 1, "app: boom\n"},
 		{"fallback picks the code", nil, fmt.Errorf("switch: %w", errStopped), fallback, 3, "app: switch: stopped\n"},
 		{"a child's exit code is not ours", nil, fmt.Errorf("etcdutl: %w", childErr), nil, 1, "app: etcdutl: exit status 7\n"},
-		{"unknown flag takes the fallback", []string{"--nope"}, nil, Always(2), 2, "app: flag provided but not defined: -nope\n"},
+		{"unknown flag is a usage error", []string{"--nope"}, nil, Always(5), ExitUsage, "app: flag provided but not defined: -nope (see 'app --help')\n"},
+		{"so without a fallback", []string{"--nope"}, nil, nil, ExitUsage, "app: flag provided but not defined: -nope (see 'app --help')\n"},
+		{"unknown command", []string{"nope"}, nil, nil, ExitUsage, "app: unknown command 'nope' (see 'app --help')\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -48,6 +50,10 @@ func TestRun(t *testing.T) {
 				Writer:    &bytes.Buffer{},
 				ErrWriter: &stderr,
 				Action:    func(*cli.Context) error { return tc.err },
+			}
+			if len(tc.args) > 0 && !strings.HasPrefix(tc.args[0], "-") {
+				app.Action = nil
+				app.Commands = []*cli.Command{{Name: "real", Action: func(*cli.Context) error { return nil }}}
 			}
 			code := Run(app, append([]string{"app"}, tc.args...), tc.fallback)
 			if code != tc.code {

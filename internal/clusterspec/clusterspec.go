@@ -166,7 +166,7 @@ func load(ctx context.Context, st store.Store) (Cluster, string, string, error) 
 		dec := json.NewDecoder(bytes.NewReader(gb))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c.Settings); err != nil {
-			return Cluster{}, "", "", fmt.Errorf("%w: %s: %w", ErrInvalid, SettingsKey, err)
+			return Cluster{}, "", "", fmt.Errorf("%w: %s: %w (%s)", ErrInvalid, SettingsKey, err, RepairAdvice)
 		}
 	}
 	if err := c.Defaults(); err != nil {

@@ -5,6 +5,8 @@ package etcdclient
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -56,6 +58,9 @@ func New(c Config) (*clientv3.Client, error) {
 		if tlsCfg, err = info.ClientConfig(); err != nil {
 			return nil, fmt.Errorf("etcd: TLS files: %w", err)
 		}
+		if cert, err := tls.LoadX509KeyPair(c.Cert, c.Key); err == nil && cert.Leaf != nil && time.Now().After(cert.Leaf.NotAfter) {
+			return nil, fmt.Errorf("etcd: the client certificate %s expired at %s: on a master 'etcdadm pki renew'; elsewhere a new one from 'etcdadm pki issue-client'", c.Cert, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		}
 	}
 	dt := c.DialTimeout
 	if dt == 0 {
@@ -74,4 +79,55 @@ func New(c Config) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("etcd: connect %s: %w", strings.Join(c.Endpoints, ","), err)
 	}
 	return cli, nil
+}
+
+// Explain adds what to do to an error whose cause is TLS: the client does
+// not trust the server's CA, or a certificate is expired or refused.
+func Explain(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return fmt.Errorf("%w: --cacert is not the CA that signed etcd's server certificate (on a master: /etc/etcd/pki/ca.crt; elsewhere the cluster's CA: etcdadm pki show)", err)
+	case strings.Contains(msg, "expired certificate") || strings.Contains(msg, "certificate has expired"):
+		return fmt.Errorf("%w: a certificate has expired: on a master 'etcdadm pki renew'; a client gets a new one with 'etcdadm pki issue-client'", err)
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate authority"):
+		return fmt.Errorf("%w: etcd refused the client certificate (--cert/--key): it must come from the cluster's CA ('etcdadm pki issue-client')", err)
+	}
+	return err
+}
+
+// Why explains an error of a call that found no connection in time: it
+// dials the endpoints' TLS itself and adds what the handshake says (the
+// etcd client only reports "context deadline exceeded").
+func (c Config) Why(err error) error {
+	if err == nil || c.Insecure || !strings.Contains(err.Error(), "deadline exceeded") && !strings.Contains(err.Error(), "Unavailable") {
+		return Explain(err)
+	}
+	cfg, cerr := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CACert}.ClientConfig()
+	if cerr != nil {
+		return err
+	}
+	for _, ep := range c.Endpoints {
+		u, perr := url.Parse(ep)
+		if perr != nil || u.Host == "" {
+			continue
+		}
+		conn, herr := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", u.Host, cfg)
+		if herr == nil {
+			// TLS 1.3: a refused client certificate shows on the first read.
+			conn.SetReadDeadline(time.Now().Add(time.Second))
+			_, herr = conn.Read(make([]byte, 1))
+			conn.Close()
+			if ne, ok := herr.(net.Error); ok && ne.Timeout() {
+				continue // the handshake is fine
+			}
+		}
+		if herr != nil && (strings.Contains(herr.Error(), "tls:") || strings.Contains(herr.Error(), "x509:")) {
+			return fmt.Errorf("%w (%s: %w)", err, u.Host, Explain(herr))
+		}
+	}
+	return err
 }

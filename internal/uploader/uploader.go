@@ -41,6 +41,10 @@ type Config struct {
 	StaleAfter time.Duration
 	// GzipLevel is passed to backup.Write (0: its default).
 	GzipLevel int
+	// AnswerTimeout bounds the first status call: an etcd that does not
+	// answer (down, or a TLS handshake that fails: the client waits for
+	// a connection that never comes) is ErrEtcd, not a hang. 0: 20 s.
+	AnswerTimeout time.Duration
 }
 
 // Validate checks the configuration.
@@ -79,7 +83,13 @@ var (
 func Run(ctx context.Context, cfg Config, cli Etcd, st store.Store, log *slog.Logger, now func() time.Time) (Outcome, error) {
 	start := now()
 	var out Outcome
-	status, err := cli.Status(ctx, cfg.Endpoint)
+	answer := cfg.AnswerTimeout
+	if answer <= 0 {
+		answer = 20 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(ctx, answer)
+	status, err := cli.Status(sctx, cfg.Endpoint)
+	cancel()
 	if err != nil {
 		return out, fmt.Errorf("%w: status of %s: %w", ErrEtcd, cfg.Endpoint, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -32,8 +34,13 @@ type loadReport struct {
 	WatchEvents int      `json:"watchEvents"`
 	WatchMissed int      `json:"watchMissed"`
 	WatchErrors []string `json:"watchErrors"`
-	OutOfOrder  int      `json:"outOfOrder"`
-	LongestFail string   `json:"longestStall"`
+	// WatchResumes: watches ended by etcd for want of a leader (the
+	// member the watch was on lost it), each opened again from the
+	// revision after the last event seen, as kube-apiserver's watch cache
+	// does; the events must still arrive once each, in order.
+	WatchResumes int    `json:"watchResumes"`
+	OutOfOrder   int    `json:"outOfOrder"`
+	LongestFail  string `json:"longestStall"`
 }
 
 // clientLoad runs the helper in the switch namespace (where the hosts are
@@ -119,25 +126,41 @@ func runLoadHelper() error {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	var r loadReport
-	var lastRev int64
-	wch := cli.Watch(wctx, "/load/", clientv3.WithPrefix())
+	// Watch from the revision after now: before the first write.
+	gctx, gcancel := context.WithTimeout(context.Background(), time.Minute)
+	gr0, err := cli.Get(gctx, "/load/", clientv3.WithCountOnly())
+	gcancel()
+	if err != nil {
+		return err
+	}
+	lastRev := gr0.Header.Revision
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		for resp := range wch {
-			mu.Lock()
-			if err := resp.Err(); err != nil {
-				r.WatchErrors = append(r.WatchErrors, err.Error())
-			}
-			for _, ev := range resp.Events {
-				seen[string(ev.Kv.Key)]++
-				r.WatchEvents++
-				if ev.Kv.ModRevision <= lastRev {
-					r.OutOfOrder++
+		for {
+			resume := false
+			for resp := range cli.Watch(wctx, "/load/", clientv3.WithPrefix(), clientv3.WithRev(lastRev+1)) {
+				mu.Lock()
+				if err := resp.Err(); errors.Is(err, rpctypes.ErrNoLeader) {
+					resume = true
+					r.WatchResumes++
+				} else if err != nil {
+					r.WatchErrors = append(r.WatchErrors, err.Error())
 				}
-				lastRev = ev.Kv.ModRevision
+				for _, ev := range resp.Events {
+					seen[string(ev.Kv.Key)]++
+					r.WatchEvents++
+					if ev.Kv.ModRevision <= lastRev {
+						r.OutOfOrder++
+					}
+					lastRev = ev.Kv.ModRevision
+				}
+				mu.Unlock()
 			}
-			mu.Unlock()
+			if !resume || wctx.Err() != nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	}()
 	var acked []string
