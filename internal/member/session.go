@@ -107,8 +107,35 @@ func (s *Session) RefreshCerts(ctx context.Context, reissue bool) ([]string, err
 	if err != nil {
 		return nil, err
 	}
+	var issued []string
 	if !reissue {
-		return nil, ca.IssueMember(ctx, s.j.cfg.PKIDir, s.j.certRequest(), s.j.cfg.Owner)
+		err = ca.IssueMember(ctx, s.j.cfg.PKIDir, s.j.certRequest(), s.j.cfg.Owner)
+	} else {
+		issued, err = ca.ReissueMember(ctx, s.j.cfg.PKIDir, s.j.certRequest(), s.j.cfg.Owner)
 	}
-	return ca.ReissueMember(ctx, s.j.cfg.PKIDir, s.j.certRequest(), s.j.cfg.Owner)
+	if err != nil {
+		return issued, err
+	}
+	return issued, s.reloadTLS()
+}
+
+// reloadTLS makes the session's clients trust the bundle the directory
+// holds now. A switcher run can outlive a CA rotation's phases: kept on
+// the bundle it opened with (the old CA alone), it could not verify a
+// member reissued from the new CA, took it for unhealthy and waited for
+// good (found by the adoption test under load).
+func (s *Session) reloadTLS() error {
+	if s.j.tls == nil {
+		return nil
+	}
+	if err := s.j.loadClientTLS(); err != nil {
+		return err
+	}
+	cli, err := s.j.client(s.Cli.Endpoints())
+	if err != nil {
+		return err
+	}
+	old := s.Cli
+	s.Cli = cli
+	return old.Close()
 }

@@ -25,15 +25,22 @@ func (j *joiner) setupTLS(ctx context.Context) error {
 	if err := ca.IssueMember(ctx, j.cfg.PKIDir, j.certRequest(), j.cfg.Owner); err != nil {
 		return fmt.Errorf("member join: certificates: %w", err)
 	}
+	return j.loadClientTLS()
+}
+
+// loadClientTLS builds the client TLS configuration from the certificate
+// directory as it is now (a client keeps the CA bundle it was built with).
+func (j *joiner) loadClientTLS() error {
 	info := transport.TLSInfo{
 		CertFile:      filepath.Join(j.cfg.PKIDir, "client.crt"),
 		KeyFile:       filepath.Join(j.cfg.PKIDir, "client.key"),
 		TrustedCAFile: filepath.Join(j.cfg.PKIDir, "ca.crt"),
 	}
-	j.tls, err = info.ClientConfig()
+	cfg, err := info.ClientConfig()
 	if err != nil {
 		return fmt.Errorf("member join: client TLS: %w", err)
 	}
+	j.tls = cfg
 	return nil
 }
 

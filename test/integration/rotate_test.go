@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -220,5 +221,66 @@ func TestRotateCARefusalsChangeNothing(t *testing.T) {
 	before := hashDir(t, dir)
 	if r := runBin(t, nil, "etcdadm", "pki", "rotate-ca", "--yes", "--store", url); r.code != 0 || !strings.Contains(r.stdout, "0 done") || hashDir(t, dir) != before {
 		t.Errorf("rotate-ca during a rotation: exit %d, store changed %v\n%s%s", r.code, hashDir(t, dir) != before, r.stdout, r.stderr)
+	}
+}
+
+// TestSessionFollowsItsBundle: a switcher run opened before its member
+// took the new CA into its bundle (the trust phase) must verify a member
+// that reissued its certificates from the new CA later in the same run.
+// Kept on the bundle it opened with, it took that member for unhealthy
+// and waited for good (the adoption e2e test under load).
+func TestSessionFollowsItsBundle(t *testing.T) {
+	v := testenv.EtcdVersions()[1]
+	st := newCluster(t, 3, v)
+	hosts := foundAt(t, st, v)
+	long, err := member.Open(ctxT(t), hosts[0].Cfg, hosts[0].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Close()
+	if _, err := pki.StartRotation(ctxT(t), st, pki.InitOptions{}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := long.RefreshCerts(ctxT(t), false); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, h := range hosts {
+		names = append(names, h.Name)
+	}
+	for _, n := range names {
+		if _, err := pki.DidPart(ctxT(t), st, pki.PhaseTrust, n, names, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pki.FinishRotation(ctxT(t), st, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	other, err := member.Open(ctxT(t), hosts[1].Cfg, hosts[1].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.RefreshCerts(ctxT(t), true); err != nil {
+		t.Fatal(err)
+	}
+	newCA, err := pki.LoadCA(ctxT(t), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := readCert(t, filepath.Join(hosts[1].PKIDir(), "server.crt")); c.CheckSignatureFrom(newCA.Cert) != nil {
+		t.Fatalf("%s's server certificate is not the new CA's after its reissue: %s", hosts[1].Name, c.Issuer)
+	}
+	if _, err := long.Cli.Status(ctxT(t), hosts[1].ClientURL()); err != nil {
+		t.Errorf("the long session cannot reach %s after it reissued from the new CA: %v", hosts[1].Name, err)
+	}
+	ms, err := long.MemberList(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Name == hosts[1].Name && !long.Healthy(ctxT(t), m) {
+			t.Errorf("the long session takes %s, reissued from the new CA, for unhealthy", m.Name)
+		}
 	}
 }
