@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build components test unit lint bench demo demo-down demo-local clean
+.PHONY: all build components test unit lint bench soak demo demo-down demo-local clean
 
 all: build
 
@@ -24,6 +24,12 @@ test: components lint build
 
 bench: components build
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout 90m ./test/bench/...
+
+# The chaos soak: faults drawn from a fixed seed (ETCDADM_SOAK_SEED) for
+# ETCDADM_SOAK_DURATION (30m) on nspawn masters under a client load whose
+# history porcupine checks (needs root); make test runs 3 minutes of it.
+soak: components build
+	ETCDADM_SOAK_DURATION=$${ETCDADM_SOAK_DURATION:-30m} $(GO) test -count=1 -run '^TestChaosSoak$$' -v -timeout 120m ./test/e2e/
 
 # A 3-master cluster in systemd-nspawn hosts from one Ignition config,
 # backed up, left running (needs root); make demo-down removes it.

@@ -4,6 +4,8 @@ go 1.26.0
 
 require github.com/minio/minio-go/v7 v7.4.1
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.43.4 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

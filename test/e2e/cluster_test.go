@@ -35,6 +35,10 @@ type cluster struct {
 	binds    []harness.Bind
 	devices  []string // device nodes bound into every host
 	bin      string
+	// runStore starts MinIO on its data again, stopStore stops it (the
+	// store's outage).
+	runStore  func() error
+	stopStore func()
 }
 
 func newCluster(t testing.TB, members int) *cluster {
@@ -115,19 +119,32 @@ func (c *cluster) startStore(t testing.TB) {
 	}
 	dir := t.TempDir()
 	ip := c.n.SwitchIP().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := c.n.Command(ctx, minioBin, "server", "--quiet", "--address", ip+":9000", "--console-address", ip+":9001", filepath.Join(dir, "data"))
-	cmd.Env = []string{"MINIO_ROOT_USER=" + accessKey, "MINIO_ROOT_PASSWORD=" + secretKey, "MINIO_BROWSER=off", "HOME=" + dir}
-	logf, _ := os.Create(filepath.Join(dir, "minio.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	logf, err := os.Create(filepath.Join(dir, "minio.log"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); cmd.Wait(); logf.Close() })
-	mk := c.n.Command(ctx, os.Args[0], "-test.run=^$")
-	mk.Env = []string{"E2E_HELPER=mkbucket", "E2E_ENDPOINT=" + ip + ":9000", "E2E_BUCKET=" + bucket, "AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey}
-	if out, err := mk.CombinedOutput(); err != nil {
-		t.Fatalf("create bucket: %v\n%s", err, out)
+	t.Cleanup(func() { c.stopStore(); logf.Close() })
+	c.runStore = func() error {
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd := c.n.Command(ctx, minioBin, "server", "--quiet", "--address", ip+":9000", "--console-address", ip+":9001", filepath.Join(dir, "data"))
+		cmd.Env = []string{"MINIO_ROOT_USER=" + accessKey, "MINIO_ROOT_PASSWORD=" + secretKey, "MINIO_BROWSER=off", "HOME=" + dir}
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			cancel()
+			return err
+		}
+		c.stopStore = func() { cancel(); cmd.Wait(); c.stopStore = func() {} }
+		// The bucket is made once; later it answers once MinIO does.
+		mk := c.n.Command(ctx, os.Args[0], "-test.run=^$")
+		mk.Env = []string{"E2E_HELPER=mkbucket", "E2E_ENDPOINT=" + ip + ":9000", "E2E_BUCKET=" + bucket, "AWS_ACCESS_KEY_ID=" + accessKey, "AWS_SECRET_ACCESS_KEY=" + secretKey}
+		if out, err := mk.CombinedOutput(); err != nil {
+			return fmt.Errorf("create bucket: %w\n%s", err, out)
+		}
+		return nil
+	}
+	c.stopStore = func() {}
+	if err := c.runStore(); err != nil {
+		t.Fatal(err)
 	}
 	c.storeURL = fmt.Sprintf("s3://%s/cluster?endpoint=http://%s:9000&region=us-east-1", bucket, ip)
 }

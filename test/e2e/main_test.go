@@ -37,6 +37,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if os.Getenv("E2E_HELPER") == "soak" {
+		if err := runSoakHelper(); err != nil {
+			fmt.Fprintln(os.Stderr, "soak:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	for _, dir := range built {
 		os.RemoveAll(dir)
