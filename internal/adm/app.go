@@ -32,7 +32,13 @@ etcdadm is what you run to look and to act by hand.`,
 }
 
 func outputFlag() cli.Flag {
-	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json"}
+	return &cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "table", Usage: "table or json",
+		Action: func(_ *cli.Context, v string) error {
+			if v != "table" && v != "json" {
+				return cli.Exit(fmt.Sprintf("--output %q: want table or json", v), cliflags.ExitUsage)
+			}
+			return nil
+		}}
 }
 
 func writeJSON(w io.Writer, v any) error {

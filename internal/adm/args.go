@@ -34,6 +34,7 @@ func Interspersed(app *cli.App, args []string) []string {
 		}
 		cmds, flags = next.Subcommands, next.Flags
 	}
+	i = min(i, len(args)) // a value flag last, its value missing: the parser says so
 	var flagArgs, pos []string
 	for j := i; j < len(args); j++ {
 		a := args[j]

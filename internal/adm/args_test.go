@@ -21,6 +21,12 @@ func TestInterspersed(t *testing.T) {
 			[]string{"etcdadm", "--log-level", "debug", "restore-local", "x", "--name", "a"},
 			[]string{"etcdadm", "--log-level", "debug", "restore-local", "--name", "a", "--", "x"},
 		},
+		{
+			// A value flag last without its value: left to the parser's
+			// "flag needs an argument" (this panicked).
+			[]string{"etcdadm", "pause", "--store", "file:///s", "--reason"},
+			[]string{"etcdadm", "pause", "--store", "file:///s", "--reason"},
+		},
 	} {
 		if got := Interspersed(app, tc.in); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("Interspersed(%q) = %q, want %q", tc.in, got, tc.want)

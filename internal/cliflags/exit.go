@@ -45,7 +45,7 @@ func Run(app *cli.App, args []string, fallback func(error) int) int {
 	// an unknown command (its help says "No help topic", exit 3).
 	if msg := fmt.Sprint(err); err != nil && (strings.HasPrefix(msg, "Required flag") || strings.HasPrefix(msg, "No help topic for")) {
 		msg = strings.Replace(msg, "No help topic for", "unknown command", 1)
-		err = cli.Exit(fmt.Sprintf("%s (see '%s --help')", msg, app.Name), ExitUsage)
+		err = cli.Exit(fmt.Sprintf("%s (see '%s --help')", msg, commandPath(app, args)), ExitUsage)
 	}
 	if err == nil {
 		return 0
@@ -74,4 +74,23 @@ func Run(app *cli.App, args []string, fallback func(error) int) int {
 // flag the command could not parse.
 func Always(code int) func(error) int {
 	return func(error) int { return code }
+}
+
+// commandPath is the command args name ("etcdadm pki issue-client"): the
+// app's name and the command names that lead the arguments.
+func commandPath(app *cli.App, args []string) string {
+	path, cmds := []string{app.Name}, app.Commands
+	for _, a := range args[min(1, len(args)):] {
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.HasName(a) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		path, cmds = append(path, next.Name), next.Subcommands
+	}
+	return strings.Join(path, " ")
 }

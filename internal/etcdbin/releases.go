@@ -217,7 +217,7 @@ func readSums(file string) (map[string]string, error) {
 // (another architecture) is taken on its checksum alone.
 func checkReports(ctx context.Context, prog string, v etcdversion.Version) error {
 	if _, err := os.Stat(prog); err != nil {
-		return fmt.Errorf("release push: %w", err)
+		return fmt.Errorf("release push: %w: --from must be the directory holding etcd, etcdctl and etcdutl of %s (an unpacked release tarball)", err, v)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

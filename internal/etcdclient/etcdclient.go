@@ -56,7 +56,7 @@ func New(c Config) (*clientv3.Client, error) {
 		info := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CACert}
 		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("etcd: TLS files: %w", err)
+			return nil, fmt.Errorf("etcd: TLS files: %w (on a master member join writes them; elsewhere give --cacert, --cert and --key of a certificate from 'etcdadm pki issue-client')", err)
 		}
 		if cert, err := tls.LoadX509KeyPair(c.Cert, c.Key); err == nil && cert.Leaf != nil && time.Now().After(cert.Leaf.NotAfter) {
 			return nil, fmt.Errorf("etcd: the client certificate %s expired at %s: on a master 'etcdadm pki renew'; elsewhere a new one from 'etcdadm pki issue-client'", c.Cert, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))

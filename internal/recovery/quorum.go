@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,6 +40,7 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 	answers := map[string]uint64{}
 	var best *clientv3.Client
 	var bestIdx uint64
+	var lastErr error
 	defer func() {
 		if best != nil {
 			best.Close()
@@ -47,11 +49,15 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 	for _, ep := range endpoints {
 		c, err := dial(ep)
 		if err != nil {
+			lastErr = err
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		st, err := c.Status(sctx, ep)
 		cancel()
+		if err != nil {
+			lastErr = fmt.Errorf("%s: %w", ep, err)
+		}
 		if err != nil || (best != nil && st.RaftIndex <= bestIdx) {
 			c.Close()
 			if err == nil {
@@ -65,8 +71,11 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 		}
 		best, bestIdx = c, st.RaftIndex
 	}
+	if len(endpoints) == 0 {
+		return q, errors.New("the store's peer registry lists no member: no host ran etcd-member-join against this store (check --store)")
+	}
 	if best == nil {
-		return q, fmt.Errorf("no member answers at %s", strings.Join(endpoints, ", "))
+		return q, fmt.Errorf("no member answers at %s (last: %w): is any member's host up, and is the client certificate the cluster's?", strings.Join(endpoints, ", "), lastErr)
 	}
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
