@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 )
 
 // Interspersed moves flags that follow positional arguments in front of
@@ -23,12 +25,7 @@ func Interspersed(app *cli.App, args []string) []string {
 			}
 			continue
 		}
-		var next *cli.Command
-		for _, c := range cmds {
-			if c.HasName(a) {
-				next = c
-			}
-		}
+		next := cliflags.Lookup(cmds, a)
 		if next == nil {
 			break
 		}

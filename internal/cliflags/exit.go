@@ -81,16 +81,21 @@ func Always(code int) func(error) int {
 func commandPath(app *cli.App, args []string) string {
 	path, cmds := []string{app.Name}, app.Commands
 	for _, a := range args[min(1, len(args)):] {
-		var next *cli.Command
-		for _, c := range cmds {
-			if c.HasName(a) {
-				next = c
-			}
-		}
+		next := Lookup(cmds, a)
 		if next == nil {
 			break
 		}
 		path, cmds = append(path, next.Name), next.Subcommands
 	}
 	return strings.Join(path, " ")
+}
+
+// Lookup is the command of cmds named name (or aliased), or nil.
+func Lookup(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
 }

@@ -43,33 +43,34 @@ type loadReport struct {
 	LongestFail  string `json:"longestStall"`
 }
 
-// clientLoad runs the helper in the switch namespace (where the hosts are
-// reachable) with a client certificate issued from the store.
-type clientLoad struct {
+// helper runs this test binary as a helper (E2E_HELPER) in the switch
+// namespace, where the hosts are reachable, with a client certificate
+// issued from the store; its verdict is the last line it prints.
+type helper struct {
 	cmd    *exec.Cmd
 	out    strings.Builder
 	mu     sync.Mutex
 	waited chan struct{}
 }
 
-func startClientLoad(t *testing.T, c *cluster, endpoints []string) *clientLoad {
+func startHelper(t *testing.T, c *cluster, name string, endpoints []string, env ...string) *helper {
 	t.Helper()
 	dir := t.TempDir()
-	if out, err := c.adm(t, "pki", "issue-client", "e2e-load", "--store", c.storeURL, "--out-dir", dir); err != nil {
+	if out, err := c.adm(t, "pki", "issue-client", "e2e-"+name, "--store", c.storeURL, "--out-dir", dir); err != nil {
 		t.Fatalf("issue-client: %v\n%s", err, out)
 	}
-	cl := &clientLoad{waited: make(chan struct{})}
-	cl.cmd = c.n.Command(context.Background(), os.Args[0], "-test.run=^$")
-	cl.cmd.Env = []string{"E2E_HELPER=load", "E2E_ENDPOINTS=" + strings.Join(endpoints, ","),
-		"E2E_CERT=" + filepath.Join(dir, "e2e-load.crt"), "E2E_KEY=" + filepath.Join(dir, "e2e-load.key"), "E2E_CACERT=" + filepath.Join(dir, "ca.crt")}
-	cl.cmd.Stdout = &lockedWriter{mu: &cl.mu, b: &cl.out}
-	cl.cmd.Stderr = os.Stderr
-	if err := cl.cmd.Start(); err != nil {
+	h := &helper{waited: make(chan struct{})}
+	h.cmd = c.n.Command(context.Background(), os.Args[0], "-test.run=^$")
+	h.cmd.Env = append([]string{"E2E_HELPER=" + name, "E2E_ENDPOINTS=" + strings.Join(endpoints, ","),
+		"E2E_CERT=" + filepath.Join(dir, "e2e-"+name+".crt"), "E2E_KEY=" + filepath.Join(dir, "e2e-"+name+".key"), "E2E_CACERT=" + filepath.Join(dir, "ca.crt")}, env...)
+	h.cmd.Stdout = &lockedWriter{mu: &h.mu, b: &h.out}
+	h.cmd.Stderr = os.Stderr
+	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { cl.cmd.Wait(); close(cl.waited) }()
-	t.Cleanup(func() { cl.cmd.Process.Kill(); <-cl.waited })
-	return cl
+	go func() { h.cmd.Wait(); close(h.waited) }()
+	t.Cleanup(func() { h.cmd.Process.Kill(); <-h.waited })
+	return h
 }
 
 type lockedWriter struct {
@@ -83,22 +84,35 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// finish stops the load and returns the helper's verdict.
-func (cl *clientLoad) finish(t *testing.T) loadReport {
+// finish stops the helper (SIGTERM) and decodes its verdict into v.
+func (h *helper) finish(t *testing.T, timeout time.Duration, v any) {
 	t.Helper()
-	cl.cmd.Process.Signal(syscall.SIGTERM)
+	h.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-cl.waited:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("client load helper did not finish")
+	case <-h.waited:
+	case <-time.After(timeout):
+		t.Fatalf("helper %s did not finish within %v", h.cmd.Env[0], timeout)
 	}
-	cl.mu.Lock()
-	out := cl.out.String()
-	cl.mu.Unlock()
+	h.mu.Lock()
+	out := h.out.String()
+	h.mu.Unlock()
+	if err := json.Unmarshal([]byte(lastLine(out)), v); err != nil {
+		t.Fatalf("helper %s: %v\n%s", h.cmd.Env[0], err, out)
+	}
+}
+
+// clientLoad is the load helper: a writer and a watch.
+type clientLoad struct{ h *helper }
+
+func startClientLoad(t *testing.T, c *cluster, endpoints []string) clientLoad {
+	t.Helper()
+	return clientLoad{startHelper(t, c, "load", endpoints)}
+}
+
+func (cl clientLoad) finish(t *testing.T) loadReport {
+	t.Helper()
 	var r loadReport
-	if err := json.Unmarshal([]byte(lastLine(out)), &r); err != nil {
-		t.Fatalf("client load helper: %v\n%s", err, out)
-	}
+	cl.h.finish(t, 2*time.Minute, &r)
 	return r
 }
 

@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -86,7 +84,8 @@ func TestChaosSoak(t *testing.T) {
 	for _, n := range s.names {
 		eps = append(eps, "https://"+s.hosts[n].IP().String()+":2379")
 	}
-	load := startSoakLoad(t, s.c, eps, seed)
+	viz := filepath.Join(t.TempDir(), "history.html")
+	load := startHelper(t, s.c, "soak", eps, "E2E_SEED="+strconv.FormatUint(seed, 10), "E2E_VIZ="+viz)
 
 	kinds := []struct {
 		name string
@@ -114,7 +113,8 @@ func TestChaosSoak(t *testing.T) {
 		s.waitHealthy(t)
 		time.Sleep(time.Duration(2+s.rng.IntN(5)) * time.Second)
 	}
-	r := load.finish(t)
+	var r chaos.Report
+	load.finish(t, 20*time.Minute, &r)
 	b, _ := json.MarshalIndent(r, "", "  ")
 	t.Logf("soak report:\n%s", b)
 	var fs []string
@@ -274,53 +274,6 @@ func (s *soak) resize(t *testing.T) {
 		}
 	}
 	s.names = left
-}
-
-// soakLoad runs the chaos workload in the switch namespace.
-type soakLoad struct {
-	cmd    *exec.Cmd
-	out    strings.Builder
-	mu     sync.Mutex
-	waited chan struct{}
-	viz    string
-}
-
-func startSoakLoad(t *testing.T, c *cluster, endpoints []string, seed uint64) *soakLoad {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := c.adm(t, "pki", "issue-client", "e2e-soak", "--store", c.storeURL, "--out-dir", dir); err != nil {
-		t.Fatalf("issue-client: %v\n%s", err, out)
-	}
-	l := &soakLoad{waited: make(chan struct{}), viz: filepath.Join(dir, "history.html")}
-	l.cmd = c.n.Command(context.Background(), os.Args[0], "-test.run=^$")
-	l.cmd.Env = []string{"E2E_HELPER=soak", "E2E_ENDPOINTS=" + strings.Join(endpoints, ","), "E2E_SEED=" + strconv.FormatUint(seed, 10), "E2E_VIZ=" + l.viz,
-		"E2E_CERT=" + filepath.Join(dir, "e2e-soak.crt"), "E2E_KEY=" + filepath.Join(dir, "e2e-soak.key"), "E2E_CACERT=" + filepath.Join(dir, "ca.crt")}
-	l.cmd.Stdout = &lockedWriter{mu: &l.mu, b: &l.out}
-	l.cmd.Stderr = os.Stderr
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { l.cmd.Wait(); close(l.waited) }()
-	t.Cleanup(func() { l.cmd.Process.Kill(); <-l.waited })
-	return l
-}
-
-func (l *soakLoad) finish(t *testing.T) chaos.Report {
-	t.Helper()
-	l.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-l.waited:
-	case <-time.After(20 * time.Minute):
-		t.Fatal("soak load helper did not finish")
-	}
-	l.mu.Lock()
-	out := l.out.String()
-	l.mu.Unlock()
-	var r chaos.Report
-	if err := json.Unmarshal([]byte(lastLine(out)), &r); err != nil {
-		t.Fatalf("soak load helper: %v\n%s", err, out)
-	}
-	return r
 }
 
 // runSoakHelper is the helper's body (E2E_HELPER=soak): the workload
