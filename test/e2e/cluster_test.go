@@ -127,7 +127,7 @@ func (c *cluster) startStore(t testing.TB) {
 	c.runStore = func() error {
 		ctx, cancel := context.WithCancel(context.Background())
 		cmd := c.n.Command(ctx, minioBin, "server", "--quiet", "--address", ip+":9000", "--console-address", ip+":9001", filepath.Join(dir, "data"))
-		cmd.Env = []string{"MINIO_ROOT_USER=" + accessKey, "MINIO_ROOT_PASSWORD=" + secretKey, "MINIO_BROWSER=off", "HOME=" + dir}
+		cmd.Env = []string{"MINIO_ROOT_USER=" + accessKey, "MINIO_ROOT_PASSWORD=" + secretKey, "MINIO_BROWSER=off", "MINIO_PROMETHEUS_AUTH_TYPE=public", "HOME=" + dir}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			cancel()

@@ -4,11 +4,14 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
+	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
 // TestClusterWithDNSNames: with a DNS suffix, members advertise
@@ -56,4 +59,96 @@ func TestClusterWithDNSNames(t *testing.T) {
 			t.Errorf("%s: etcd-dns-registrar is %s", from, got)
 		}
 	}
+}
+
+// TestDNSServerDown: the member names live in a real DNS server (Knot in
+// the test network, RFC 2136 updates signed with TSIG; the hosts resolve
+// through it). The cluster forms over those names. With the server down,
+// the registrars report it and a member killed with SIGKILL cannot find its
+// peers; once the server is back, that member rejoins by itself and every
+// name resolves on every host again.
+func TestDNSServerDown(t *testing.T) {
+	c, dns := newDNSCluster(t, 3)
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	hosts := map[string]*harness.Host{}
+	for _, n := range names {
+		hosts[n] = c.boot(t, n)
+	}
+	a := hosts["etcd-a"]
+	waitHealthy(t, a, names, 3*time.Minute)
+	resolvesEverywhere := func() {
+		t.Helper()
+		for _, from := range names {
+			for _, to := range names {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				out, _, err := hosts[from].Exec(t, ctx, "getent", "hosts", to+"."+dnsZone)
+				cancel()
+				if err != nil || !strings.HasPrefix(out, hosts[to].IP().String()+" ") {
+					t.Errorf("on %s, %s.%s resolves to %q (%v), want %s", from, to, dnsZone, strings.TrimSpace(out), err, hosts[to].IP())
+				}
+			}
+		}
+	}
+	resolvesEverywhere()
+
+	dns.Stop()
+	b := hosts["etcd-b"]
+	b.MustExec(t, "systemctl", "kill", "--signal=KILL", "etcd.service")
+	waitFor(t, 2*time.Minute, "the registrar on etcd-b to report the DNS server down", func() (bool, string) {
+		line, _, _ := b.Exec(t, context.Background(), "systemctl", "show", "-p", "StatusText", "--value", "etcd-dns-registrar.service")
+		return strings.HasPrefix(line, "degraded"), line
+	})
+	time.Sleep(10 * time.Second) // etcd restarts (RestartSec=5s) while no name resolves
+	// The names come from the server alone, and etcd-b's peers cannot
+	// reach it without them.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	if out, _, err := a.Exec(t, ctx, "getent", "hosts", "etcd-c."+dnsZone); err == nil {
+		t.Errorf("etcd-c.%s resolves on etcd-a with the DNS server down: %s", dnsZone, out)
+	}
+	cancel()
+	if st, err := status(t, a); err == nil {
+		for _, m := range st.Members {
+			if m.Name == "etcd-b" && m.Healthy {
+				t.Errorf("etcd-b is healthy again with the DNS server down: its peers resolved its name somewhere else")
+			}
+		}
+	}
+	dns.Start()
+	waitHealthy(t, a, names, 3*time.Minute)
+	resolvesEverywhere()
+	for _, h := range hosts {
+		if got := strings.TrimSpace(h.MustExec(t, "systemctl", "is-active", "etcd-dns-registrar.service")); got != "active" {
+			t.Errorf("%s: etcd-dns-registrar is %s after the DNS server came back", h.Name(), got)
+		}
+	}
+}
+
+// The zone of the member names in a DNS cluster, and its server: the
+// switch of 10.77.0.0/24, known before the network exists.
+const (
+	dnsZone   = "etcd.e2e.internal"
+	dnsServer = "10.77.0.254"
+)
+
+// newDNSCluster is a cluster whose member names live in Knot, in the test
+// network at dnsServer: the registrars send it RFC 2136 updates signed
+// with TSIG, and the hosts resolve through it (their resolv.conf).
+func newDNSCluster(t *testing.T, members int) (*cluster, *testenv.DNSServer) {
+	t.Helper()
+	tsigDir, confDir := t.TempDir(), t.TempDir()
+	resolv := filepath.Join(confDir, "resolv.conf")
+	if err := os.WriteFile(resolv, []byte("nameserver "+dnsServer+"\noptions timeout:1 attempts:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newClusterWith(t, clusterOptions{members: members, dnsSuffix: dnsZone, enable: []string{"etcd-dns-registrar.service"},
+		env:   map[string]string{"ETCDADM_DNS_PROVIDER": "rfc2136", "ETCDADM_RFC2136_SERVER": dnsServer + ":53", "ETCDADM_RFC2136_TSIG_FILE": "/etc/etcdadm-dns/tsig"},
+		binds: []harness.Bind{{Source: tsigDir, Target: "/etc/etcdadm-dns", ReadOnly: true}, {Source: resolv, Target: "/etc/resolv.conf", ReadOnly: true}}})
+	if got := c.n.SwitchIP().String(); got != dnsServer {
+		t.Fatalf("the switch is at %s, the config names %s", got, dnsServer)
+	}
+	dns := testenv.StartKnotIn(t, dnsZone, "/run/netns/"+c.n.Namespace(), dnsServer)
+	if err := os.WriteFile(filepath.Join(tsigDir, "tsig"), []byte(dns.TSIGLine()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c, dns
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,9 +21,11 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdadm/etcdadm-immutable/test/chaos"
 	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
+	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
 // soakDuration is how long faults are injected: ETCDADM_SOAK_DURATION
@@ -55,6 +58,7 @@ func soakSeed(t *testing.T) uint64 {
 // member names, and what was injected.
 type soak struct {
 	c      *cluster
+	dns    *testenv.DNSServer
 	rng    *rand.Rand
 	hosts  map[string]*harness.Host
 	extra  map[*harness.Host][]string // nspawn arguments a host boots with
@@ -66,15 +70,17 @@ type soak struct {
 // TestChaosSoak: three masters serve clients doing gets, puts (some with
 // a lease), txns and a watch, while faults are injected in an order drawn
 // from a fixed seed: kill -9 of etcd and of our binaries, a host's power
-// cut, a host cut off the network, the store down, a host replaced by a
-// fresh one, a resize 3→5→3. After each fault the cluster must be healthy
+// cut, a host cut off the network, the store down, the DNS server down, a
+// host replaced by a fresh one, a resize 3→5→3. The member names live in
+// the DNS server (RFC 2136). After each fault the cluster must be healthy
 // at the spec's size again. At the end porcupine checks the history
 // against a key-value model, every acknowledged write is in etcd's
 // history, the watch delivered every change once and in order, the lease
 // lived, and every backup the store lists verifies.
 func TestChaosSoak(t *testing.T) {
 	dur, seed := soakDuration(t), soakSeed(t)
-	s := &soak{c: newCluster(t, 3), rng: rand.New(rand.NewPCG(seed, 0)), hosts: map[string]*harness.Host{},
+	c, dns := newDNSCluster(t, 3)
+	s := &soak{c: c, dns: dns, rng: rand.New(rand.NewPCG(seed, 0)), hosts: map[string]*harness.Host{},
 		extra: map[*harness.Host][]string{}, names: []string{"etcd-a", "etcd-b", "etcd-c"}, faults: map[string]int{}}
 	for _, n := range s.names {
 		s.hosts[n] = s.c.boot(t, n)
@@ -82,10 +88,10 @@ func TestChaosSoak(t *testing.T) {
 	s.waitHealthy(t)
 	var eps []string
 	for _, n := range s.names {
-		eps = append(eps, "https://"+s.hosts[n].IP().String()+":2379")
+		eps = append(eps, "https://"+n+"."+dnsZone+":2379")
 	}
 	viz := filepath.Join(t.TempDir(), "history.html")
-	load := startHelper(t, s.c, "soak", eps, "E2E_SEED="+strconv.FormatUint(seed, 10), "E2E_VIZ="+viz)
+	load := startHelper(t, s.c, "soak", eps, "E2E_SEED="+strconv.FormatUint(seed, 10), "E2E_VIZ="+viz, "E2E_DNS="+dnsServer+":53")
 
 	kinds := []struct {
 		name string
@@ -96,6 +102,7 @@ func TestChaosSoak(t *testing.T) {
 		{"power cut", s.powerCut},
 		{"network partition", s.partition},
 		{"store down", s.storeDown},
+		{"DNS server down", s.dnsDown},
 		{"host replaced", s.replace},
 		{"resize 3→5→3", s.resize},
 	}
@@ -163,7 +170,7 @@ func (s *soak) killEtcd(t *testing.T) {
 // with SIGKILL somewhere in its run.
 func (s *soak) killOurs(t *testing.T) {
 	n, h := s.member()
-	units := []string{"etcd-member-join.service", "etcd-snapshot-uploader.service", "etcd-version-switcher.service", "etcd-reconcile.service", "etcdadm"}
+	units := []string{"etcd-member-join.service", "etcd-snapshot-uploader.service", "etcd-version-switcher.service", "etcd-reconcile.service", "etcd-dns-registrar.service", "etcdadm"}
 	u := units[s.rng.IntN(len(units))]
 	after := time.Duration(100+s.rng.IntN(1500)) * time.Millisecond
 	t.Logf("soak: kill -9 %s on %s after %v", u, n, after)
@@ -205,6 +212,18 @@ func (s *soak) storeDown(t *testing.T) {
 	if err := s.c.runStore(); err != nil {
 		t.Fatalf("the store does not start again: %v", err)
 	}
+}
+
+// dnsDown stops the DNS server that holds the member names and kills a
+// member's etcd meanwhile: it cannot find its peers until the server is
+// back.
+func (s *soak) dnsDown(t *testing.T) {
+	n, h := s.member()
+	t.Logf("soak: the DNS server goes down; etcd on %s is killed meanwhile", n)
+	s.dns.Stop()
+	h.MustExec(t, "systemctl", "kill", "--signal=KILL", "etcd.service")
+	s.pause(10, 20)
+	s.dns.Start()
 }
 
 // boot boots a fresh machine named after the member it will be.
@@ -286,12 +305,21 @@ func runSoakHelper() error {
 	seed, _ := strconv.ParseUint(os.Getenv("E2E_SEED"), 10, 64)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM)
+	// The member names resolve through the test network's DNS server
+	// (the helper runs with the test machine's resolv.conf).
+	server := os.Getenv("E2E_DNS")
+	dialer := &net.Dialer{Resolver: &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, server)
+	}}}
 	dial := func() (*clientv3.Client, error) {
 		// Members come and go (replaced, added, removed): the clients
 		// follow the member list, as kube-apiserver's do not but a
 		// long-lived client should.
 		return clientv3.New(clientv3.Config{Endpoints: strings.Split(os.Getenv("E2E_ENDPOINTS"), ","), TLS: tc, DialTimeout: 2 * time.Second,
-			AutoSyncInterval: 5 * time.Second, Logger: zap.NewNop()})
+			AutoSyncInterval: 5 * time.Second, Logger: zap.NewNop(),
+			DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+				return dialer.DialContext(ctx, "tcp", addr)
+			})}})
 	}
 	ctx := context.Background()
 	w, err := chaos.Start(ctx, dial, chaos.Config{Seed: seed})

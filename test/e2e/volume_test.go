@@ -164,7 +164,13 @@ func TestPoolVolumes(t *testing.T) {
 // have claimed a different volume; hosts are returned by member name.
 func newPoolCluster(t testing.TB, names []string) (*cluster, string, map[string]*harness.Host) {
 	t.Helper()
-	c := newClusterWith(t, poolOptions(len(names)))
+	return newPoolClusterWith(t, names, poolOptions(len(names)))
+}
+
+// newPoolClusterWith is newPoolCluster with other options.
+func newPoolClusterWith(t testing.TB, names []string, o clusterOptions) (*cluster, string, map[string]*harness.Host) {
+	t.Helper()
+	c := newClusterWith(t, o)
 	shared := poolVolumes(t, c)
 	hosts := map[string]*harness.Host{}
 	var booted []*harness.Host

@@ -30,10 +30,11 @@ type DNSServer struct {
 	Dir     string // config, zone and database
 	LogFile string
 
-	t    testing.TB
-	args []string
-	bin  string
-	p    *proc
+	t     testing.TB
+	args  []string
+	bin   string
+	p     *proc
+	netns string // runs in this network namespace ("" = the test's)
 }
 
 // TSIGLine is the key in the registrar's --rfc2136-tsig-file form.
@@ -46,8 +47,22 @@ func (s *DNSServer) String() string { return fmt.Sprintf("%s at %s", s.Kind, s.A
 // StartKnot starts Knot DNS (Debian package knot) serving zone.
 func StartKnot(t testing.TB, zone string) *DNSServer {
 	t.Helper()
-	bin := requireCmd(t, "knotd", "/usr/sbin/knotd")
+	return startKnot(t, newDNSServer(t, "knot", zone))
+}
+
+// StartKnotIn starts Knot serving zone on ip port 53 inside the network
+// namespace netns (a path, e.g. /run/netns/NAME): the DNS server of the
+// hosts on that network. Its readiness is asked with kdig from inside.
+func StartKnotIn(t testing.TB, zone, netns, ip string) *DNSServer {
+	t.Helper()
 	s := newDNSServer(t, "knot", zone)
+	s.Addr, s.netns = ip+":53", netns
+	return startKnot(t, s)
+}
+
+func startKnot(t testing.TB, s *DNSServer) *DNSServer {
+	t.Helper()
+	bin := requireCmd(t, "knotd", "/usr/sbin/knotd")
 	for _, d := range []string{"run", "db", "zones"} {
 		// Knot running as root wants its run and database directories
 		// owned by root: TempDir's belong to the user running the test.
@@ -56,10 +71,10 @@ func StartKnot(t testing.TB, zone string) *DNSServer {
 		}
 	}
 	writeZone(t, filepath.Join(s.Dir, "zones", strings.TrimSuffix(s.Zone, ".")+".zone"), s.Zone)
-	_, port, _ := strings.Cut(s.Addr, ":")
+	host, port, _ := strings.Cut(s.Addr, ":")
 	conf := fmt.Sprintf(`server:
     rundir: "%[1]s/run"
-    listen: 127.0.0.1@%[2]s
+    listen: %[7]s@%[2]s
 database:
     storage: "%[1]s/db"
 log:
@@ -82,7 +97,7 @@ zone:
   - domain: %[5]s
     file: "%[6]s.zone"
     acl: registrar
-`, s.Dir, port, s.KeyName, s.Secret, s.Zone, strings.TrimSuffix(s.Zone, "."))
+`, s.Dir, port, s.KeyName, s.Secret, s.Zone, strings.TrimSuffix(s.Zone, "."), host)
 	confFile := filepath.Join(s.Dir, "knot.conf")
 	if err := os.WriteFile(confFile, []byte(conf), 0o600); err != nil {
 		t.Fatalf("testenv: knot: %v", err)
@@ -170,11 +185,24 @@ func (s *DNSServer) Start() {
 	if s.p != nil && s.p.running() {
 		s.t.Fatalf("testenv: %s already running", s)
 	}
-	s.p = startProc(s.t, s.Kind, s.LogFile, nil, s.bin, s.args...)
-	err := waitFor(dnsReadyTimeout, 50*time.Millisecond, s.p.exited, func() error {
+	bin, args := s.bin, s.args
+	ready := func() error {
 		_, err := s.Query(mdns.TypeSOA, s.Zone)
 		return err
-	})
+	}
+	if s.netns != "" {
+		bin, args = "nsenter", append([]string{"--net=" + s.netns, "--", s.bin}, s.args...)
+		host, port, _ := strings.Cut(s.Addr, ":")
+		ready = func() error {
+			out, err := exec.Command("nsenter", "--net="+s.netns, "--", "kdig", "+tcp", "+time=1", "+retry=0", "@"+host, "-p", port, "SOA", s.Zone).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "status: NOERROR") {
+				return fmt.Errorf("kdig: %v: %s", err, out)
+			}
+			return nil
+		}
+	}
+	s.p = startProc(s.t, s.Kind, s.LogFile, nil, bin, args...)
+	err := waitFor(dnsReadyTimeout, 50*time.Millisecond, s.p.exited, ready)
 	if err != nil {
 		s.t.Fatalf("testenv: %s (log %s): %v", s, s.LogFile, err)
 	}
