@@ -37,6 +37,9 @@ type Quorum struct {
 // has the most of the log. dial opens a client to one endpoint.
 func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (*clientv3.Client, error)) (Quorum, error) {
 	var q Quorum
+	if len(endpoints) == 0 {
+		return q, errors.New("the store's peer registry lists no member: no host ran etcd-member-join against this store (check --store)")
+	}
 	answers := map[string]uint64{}
 	var best *clientv3.Client
 	var bestIdx uint64
@@ -70,9 +73,6 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 			best.Close()
 		}
 		best, bestIdx = c, st.RaftIndex
-	}
-	if len(endpoints) == 0 {
-		return q, errors.New("the store's peer registry lists no member: no host ran etcd-member-join against this store (check --store)")
 	}
 	if best == nil {
 		return q, fmt.Errorf("no member answers at %s (last: %w): is any member's host up, and is the client certificate the cluster's?", strings.Join(endpoints, ", "), lastErr)

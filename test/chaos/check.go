@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -126,7 +125,7 @@ func (w *Workload) replay(ctx context.Context, end int64) ([]Event, error) {
 				return err
 			}
 			for _, ev := range resp.Events {
-				out = append(out, Event{Rev: ev.Kv.ModRevision, Key: string(ev.Kv.Key), Value: string(ev.Kv.Value), Delete: ev.Type == mvccpb.DELETE})
+				out = append(out, eventOf(ev))
 				if ev.Kv.ModRevision >= end {
 					return nil
 				}

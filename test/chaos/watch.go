@@ -6,17 +6,19 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Event is one change a watch delivered.
 type Event struct {
-	Rev    int64
-	Key    string
-	Value  string
-	Delete bool
+	Rev   int64
+	Key   string
+	Value string
+}
+
+func eventOf(ev *clientv3.Event) Event {
+	return Event{Rev: ev.Kv.ModRevision, Key: string(ev.Kv.Key), Value: string(ev.Kv.Value)}
 }
 
 // watchLog is a watch on the workload's prefix from before its first
@@ -45,7 +47,7 @@ func startWatch(ctx context.Context, cli *clientv3.Client, prefix string, rev0 i
 					l.errors = append(l.errors, err.Error())
 				}
 				for _, ev := range resp.Events {
-					l.events = append(l.events, Event{Rev: ev.Kv.ModRevision, Key: string(ev.Kv.Key), Value: string(ev.Kv.Value), Delete: ev.Type == mvccpb.DELETE})
+					l.events = append(l.events, eventOf(ev))
 					next = ev.Kv.ModRevision + 1
 				}
 				l.mu.Unlock()

@@ -183,15 +183,16 @@ func (w *Workload) client(id int, cli *clientv3.Client, r *rand.Rand) {
 		default:
 			w.count(kind)
 		}
+		wrote := err == nil && (in.Kind == Put || out.OK)
 		switch {
 		case in.Kind == Get && err == nil:
 			last[key] = out.Value
-		case err == nil && (in.Kind == Put || out.OK):
+		case wrote:
 			last[key] = in.Value
 		}
 		w.mu.Lock()
 		w.history = append(w.history, porcupine.Operation{ClientId: id, Input: in, Call: call, Output: out, Return: ret})
-		if err == nil && (in.Kind == Put || out.OK) {
+		if wrote {
 			w.acked = append(w.acked, Write{Key: key, Value: in.Value, Rev: rev})
 		}
 		w.mu.Unlock()

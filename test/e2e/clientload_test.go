@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,10 +122,15 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
+// helperTLS is a helper's client TLS: the certificate startHelper issued.
+func helperTLS() (*tls.Config, error) {
+	return transport.TLSInfo{CertFile: os.Getenv("E2E_CERT"), KeyFile: os.Getenv("E2E_KEY"), TrustedCAFile: os.Getenv("E2E_CACERT")}.ClientConfig()
+}
+
 // runLoadHelper is the helper's body (E2E_HELPER=load): write until
 // SIGTERM, watching from before the first write, then check.
 func runLoadHelper() error {
-	tc, err := transport.TLSInfo{CertFile: os.Getenv("E2E_CERT"), KeyFile: os.Getenv("E2E_KEY"), TrustedCAFile: os.Getenv("E2E_CACERT")}.ClientConfig()
+	tc, err := helperTLS()
 	if err != nil {
 		return err
 	}

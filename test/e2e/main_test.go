@@ -23,23 +23,19 @@ import (
 // namespace (the test process itself cannot reach it): E2E_HELPER=mkbucket
 // creates the store's bucket once MinIO answers.
 func TestMain(m *testing.M) {
-	if os.Getenv("E2E_HELPER") == "mkbucket" {
-		if err := mkbucket(os.Getenv("E2E_ENDPOINT"), os.Getenv("E2E_BUCKET")); err != nil {
-			fmt.Fprintln(os.Stderr, "mkbucket:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	helpers := map[string]func() error{
+		"mkbucket": func() error { return mkbucket(os.Getenv("E2E_ENDPOINT"), os.Getenv("E2E_BUCKET")) },
+		"load":     runLoadHelper,
+		"soak":     runSoakHelper,
 	}
-	if os.Getenv("E2E_HELPER") == "load" {
-		if err := runLoadHelper(); err != nil {
-			fmt.Fprintln(os.Stderr, "load:", err)
-			os.Exit(1)
+	if name := os.Getenv("E2E_HELPER"); name != "" {
+		run, ok := helpers[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "E2E_HELPER=%s: no such helper\n", name)
+			os.Exit(2)
 		}
-		os.Exit(0)
-	}
-	if os.Getenv("E2E_HELPER") == "soak" {
-		if err := runSoakHelper(); err != nil {
-			fmt.Fprintln(os.Stderr, "soak:", err)
+		if err := run(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 			os.Exit(1)
 		}
 		os.Exit(0)

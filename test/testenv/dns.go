@@ -222,6 +222,7 @@ func (s *DNSServer) Stop() {
 // Query asks the server (over TCP, no recursion) for name's records of
 // type t and returns the answer section, or an error unless the answer is
 // NOERROR or NXDOMAIN.
+// A server started with StartKnotIn answers only inside its namespace.
 func (s *DNSServer) Query(t uint16, name string) ([]mdns.RR, error) {
 	q := new(mdns.Msg)
 	q.SetQuestion(mdns.Fqdn(name), t)

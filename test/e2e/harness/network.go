@@ -119,11 +119,14 @@ func (n *Network) SwitchIP() netip.Addr { return n.switchIP }
 // The caller starts it and must stop it before the test ends (t.Cleanup);
 // it is killed if the test binary dies.
 func (n *Network) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + filepath.Join(netnsDir, n.ns), "--", name}, args...)...)
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.NamespacePath(), "--", name}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
+
+// NamespacePath is the switch namespace's path (for nsenter --net=).
+func (n *Network) NamespacePath() string { return filepath.Join(netnsDir, n.ns) }
 
 // reserve claims a host name, an address (a zero want picks the next free
 // one) and a bridge port.
