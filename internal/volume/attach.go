@@ -248,7 +248,11 @@ func Renew(ctx context.Context, cfg Config, d Deps) (*Claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("renew: %w", err)
 	}
-	c, err := cfg.pool(d).Renew(ctx, vol)
+	var last *Claim
+	if c, err := readClaimFile(cfg.path(ClaimFile)); err == nil {
+		last = &c
+	}
+	c, err := cfg.pool(d).Renew(ctx, vol, last)
 	if err != nil {
 		return nil, err
 	}

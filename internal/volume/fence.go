@@ -67,8 +67,14 @@ func Fence(ctx context.Context, stop func(ctx context.Context, unit string) erro
 	return errors.Join(errs...)
 }
 
+// claimFile is ClaimFile's content: the claim and its ETag in the store.
+type claimFile struct {
+	Claim
+	ETag string `json:"etag,omitempty"`
+}
+
 func writeClaimFile(path string, c Claim) error {
-	b, err := json.Marshal(c)
+	b, err := json.Marshal(claimFile{c, c.ETag})
 	if err != nil {
 		return err
 	}
@@ -76,13 +82,14 @@ func writeClaimFile(path string, c Claim) error {
 }
 
 func readClaimFile(path string) (Claim, error) {
-	var c Claim
+	var f claimFile
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return c, err
+		return Claim{}, err
 	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
+	if err := json.Unmarshal(b, &f); err != nil {
+		return Claim{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, nil
+	f.Claim.ETag = f.ETag
+	return f.Claim, nil
 }

@@ -33,6 +33,9 @@ type Claim struct {
 	Expires    time.Time `json:"expires"`
 	Generation int64     `json:"generation"`
 	Acquired   time.Time `json:"acquired"`
+	// ETag is the store's version of the claim as this host read or
+	// wrote it last; not part of the stored object.
+	ETag string `json:"-"`
 }
 
 // Live reports whether the lease still runs at now.
@@ -121,16 +124,19 @@ func (p *Pool) Read(ctx context.Context, name string) (Claim, string, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Claim{}, "", fmt.Errorf("claim %s: %s: %w", name, claimKey(name), err)
 	}
+	c.ETag = info.ETag
 	return c, info.ETag, nil
 }
 
-func (p *Pool) write(ctx context.Context, c Claim, opts store.PutOptions) error {
+// write stores c under opts' condition and returns it with its new ETag.
+func (p *Pool) write(ctx context.Context, c Claim, opts store.PutOptions) (Claim, error) {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
-		return err
+		return c, err
 	}
-	_, err = store.PutBytes(ctx, p.Store, claimKey(c.Volume), b, opts)
-	return err
+	info, err := store.PutBytes(ctx, p.Store, claimKey(c.Volume), b, opts)
+	c.ETag = info.ETag
+	return c, err
 }
 
 func (p *Pool) check() error {
@@ -240,7 +246,7 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 		}
 		c := v.claim
 		c.Volume, c.Expires = n, now.Add(p.Lease)
-		err := p.write(ctx, c, store.PutOptions{IfMatch: v.etag})
+		c, err := p.write(ctx, c, store.PutOptions{IfMatch: v.etag})
 		if errors.Is(err, store.ErrPrecondition) {
 			// Taken over between our read and write: look again.
 			return Claim{}, fmt.Errorf("claim %s: changed while renewing: %w", n, err)
@@ -276,7 +282,7 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 			c.Generation = v.claim.Generation + 1
 			opts = store.PutOptions{IfMatch: v.etag}
 		}
-		err := p.write(ctx, c, opts)
+		c, err := p.write(ctx, c, opts)
 		if errors.Is(err, store.ErrPrecondition) {
 			continue // another host was faster
 		}
@@ -303,10 +309,31 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 }
 
 // Renew extends this host's lease on name. ErrLost when another host has
-// taken the volume over; a lapsed lease nobody took is renewed.
-func (p *Pool) Renew(ctx context.Context, name string) (Claim, error) {
+// taken the volume over; a lapsed lease nobody took is renewed. last is
+// the claim as this host wrote it last (ClaimFile), or nil: while the
+// store's claim is still that version, one write conditional on its ETag
+// renews it, without a read first. Whatever changed the claim since
+// (another host's takeover) fails that condition, and a read tells what
+// happened.
+func (p *Pool) Renew(ctx context.Context, name string, last *Claim) (Claim, error) {
 	if err := p.check(); err != nil {
 		return Claim{}, err
+	}
+	if last != nil && last.Volume == name && last.Holder == p.HostID && last.ETag != "" {
+		c := *last
+		now := p.now()
+		if !c.Live(now) {
+			p.log().Warn("lease had lapsed; renewing unless another host took the volume", "volume", name, "expired", c.Expires)
+		}
+		c.Expires = now.Add(p.Lease)
+		c, err := p.write(ctx, c, store.PutOptions{IfMatch: last.ETag})
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, store.ErrPrecondition) {
+			return Claim{}, fmt.Errorf("renew %s: %w: %w", name, ErrStore, err)
+		}
+		// Changed since we wrote it: read it to learn by whom.
 	}
 	c, etag, err := p.Read(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -323,7 +350,7 @@ func (p *Pool) Renew(ctx context.Context, name string) (Claim, error) {
 		p.log().Warn("lease had lapsed; nobody took the volume, renewing", "volume", name, "expired", c.Expires)
 	}
 	c.Expires = now.Add(p.Lease)
-	err = p.write(ctx, c, store.PutOptions{IfMatch: etag})
+	c, err = p.write(ctx, c, store.PutOptions{IfMatch: etag})
 	if errors.Is(err, store.ErrPrecondition) {
 		now, _, rerr := p.Read(ctx, name)
 		if rerr == nil && now.Holder == p.HostID {

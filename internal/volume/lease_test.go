@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/storetest"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 	"github.com/etcdadm/etcdadm-immutable/internal/volume"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
@@ -205,8 +206,22 @@ func TestPool(t *testing.T) {
 					t.Fatalf("takeover of a live lease: %v", err)
 				}
 			}
-			if _, err := a.Renew(t.Context(), "etcd-a"); err != nil {
+			// One request renews it: a write conditional on the ETag
+			// Acquire wrote.
+			counted := &storetest.Counting{Store: s}
+			a.Store = counted
+			ra, err := a.Renew(t.Context(), "etcd-a", &ca)
+			if err != nil {
 				t.Fatal(err)
+			}
+			if g, p := counted.Gets.Load(), counted.Puts.Load(); g != 0 || p != 1 {
+				t.Errorf("renewal from the claim this host wrote: %d reads and %d writes, want 0 and 1", g, p)
+			}
+			a.Store = s
+			// Renewed meanwhile by another run on this host: the stale
+			// ETag fails, the read finds the claim still ours.
+			if ra, err = a.Renew(t.Context(), "etcd-a", &ca); err != nil || ra.Holder != "host-a" {
+				t.Fatalf("renewal from a stale copy of our own claim: %+v, %v", ra, err)
 			}
 			clk.Add(119 * time.Second)
 			if _, err := b.Acquire(t.Context(), names); !errors.Is(err, volume.ErrNoFreeVolume) {
@@ -220,8 +235,10 @@ func TestPool(t *testing.T) {
 			if cb.Holder != "host-b" || cb.Generation != ca.Generation+1 {
 				t.Errorf("takeover claim %+v, want host-b generation %d", cb, ca.Generation+1)
 			}
-			if _, err := a.Renew(t.Context(), "etcd-a"); !errors.Is(err, volume.ErrLost) {
-				t.Errorf("renew by the old holder: %v, want ErrLost", err)
+			for _, last := range []*volume.Claim{&ra, nil} {
+				if _, err := a.Renew(t.Context(), "etcd-a", last); !errors.Is(err, volume.ErrLost) {
+					t.Errorf("renew by the old holder (from %v): %v, want ErrLost", last, err)
+				}
 			}
 			if _, err := a.Acquire(t.Context(), names); !errors.Is(err, volume.ErrNoFreeVolume) {
 				t.Errorf("old holder re-acquires: %v, want ErrNoFreeVolume", err)
