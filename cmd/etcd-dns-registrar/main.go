@@ -24,9 +24,11 @@ const (
 	exitConfig = 2
 )
 
-const description = `Runs until stopped. Every --interval it renews this host's record
-(<store>/etcdadm/dns/<name>.json: name, addresses, lease expiry), reads the
-others' and makes <name>.<dns-suffix> resolve for every live record:
+const description = `Runs until stopped. Every --interval it reads the registry
+(<store>/etcdadm/dns/registry.json: each member name, its addresses and its
+lease's expiry; one GET) and makes <name>.<dns-suffix> resolve for every live
+record. It writes this host's record (compare-and-swap) only when the record
+is missing, its addresses changed, or a third of its --lease is left:
 
   --provider hosts     a managed block in <root>/etc/hosts (lines outside it
                        are never touched)
@@ -34,7 +36,9 @@ others' and makes <name>.<dns-suffix> resolve for every live record:
                        authoritative server; the key comes from
                        --rfc2136-tsig-file, one line hmac-sha256:NAME:SECRET
 
-Records whose lease expired are removed. When the store or the DNS server is
+Records whose lease expired are removed: a name nobody renews (its host is
+gone and no other host took its volume) stops resolving within --lease; a
+name that moves to another host follows at the others' next round. When the store or the DNS server is
 unreachable it retries with a bounded backoff, says "degraded" in its
 systemd status and in --metrics-file, and keeps running.`
 
@@ -56,8 +60,8 @@ func main() {
 			&cli.StringFlag{Name: "rfc2136-zone", EnvVars: []string{"ETCDADM_RFC2136_ZONE"}, Usage: "zone to update (default: the DNS suffix)"},
 			&cli.StringFlag{Name: "rfc2136-tsig-file", EnvVars: []string{"ETCDADM_RFC2136_TSIG_FILE"}, Usage: "file holding hmac-sha256:KEYNAME:BASE64SECRET"},
 			&cli.UintFlag{Name: "rfc2136-ttl", Value: 60, EnvVars: []string{"ETCDADM_RFC2136_TTL"}, Usage: "TTL of the records, seconds"},
-			&cli.DurationFlag{Name: "interval", Value: 30 * time.Second, EnvVars: []string{"ETCDADM_DNS_INTERVAL"}, Usage: "how often to renew and resync"},
-			&cli.DurationFlag{Name: "lease", Value: 3 * time.Minute, EnvVars: []string{"ETCDADM_DNS_LEASE"}, Usage: "how long a record stays valid without renewal (>= 2 x interval)"},
+			&cli.DurationFlag{Name: "interval", Value: time.Minute, EnvVars: []string{"ETCDADM_DNS_INTERVAL"}, Usage: "how often to read the registry: a name that moves resolves everywhere within this"},
+			&cli.DurationFlag{Name: "lease", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_DNS_LEASE"}, Usage: "how long a record stays valid without renewal (>= 6 x interval; renewed when a third is left)"},
 			&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_DNS_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector"},
 			cliflags.LogLevel(),
 		},

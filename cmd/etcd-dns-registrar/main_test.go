@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/dns"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 )
@@ -115,8 +116,8 @@ func testBinaryHosts(t *testing.T, addrEnv, want string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if rec, err := os.ReadFile(filepath.Join(storeDir, "etcdadm", "dns", "etcd-a.json")); err != nil || !strings.Contains(string(rec), `"`+want+`"`) {
-		t.Errorf("registry entry %s, %v; want it to hold %s", rec, err, want)
+	if recs, _, _, err := dns.Load(context.Background(), st); err != nil || len(recs) != 1 || recs[0].Name != "etcd-a" || recs[0].Addresses[0].String() != want {
+		t.Errorf("registry %+v, %v; want etcd-a at %s", recs, err, want)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package dns keeps every etcd member name resolvable: each host publishes
-// the address of the member it runs in the store (a lease it renews), learns
-// the others' and hands the live set to a Provider (a managed /etc/hosts
+// the address of the member it runs in the store's registry (a lease it
+// renews), learns the others' and hands the live set to a Provider (a managed /etc/hosts
 // block, or RFC 2136 dynamic updates to an authoritative server). Run is the
 // etcd-dns-registrar daemon's loop. It links no etcd code; only
 // cmd/etcd-dns-registrar and tests import it.
@@ -9,6 +9,7 @@ package dns
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -19,8 +20,11 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
-// Prefix is where the registry lives in the store: Prefix+<name>.json.
-const Prefix = "etcdadm/dns/"
+// RegistryKey is the registry: every member name's record in one store
+// object, so a round costs one read whatever the cluster's size, and a
+// write only when this host's record changes or is due for renewal. It
+// is written only compare-and-swap on the ETag just read.
+const RegistryKey = "etcdadm/dns/registry.json"
 
 // Record is one member name and where it runs. Expires is the end of the
 // publisher's lease: a record past it is treated as gone.
@@ -42,39 +46,66 @@ func CheckName(name string) error {
 	return nil
 }
 
-// Publish writes this host's record. A member's name belongs to whichever
-// host holds its volume (etcd-volume-attach's claim), so the last writer wins.
-func Publish(ctx context.Context, st store.Store, r Record) error {
-	if err := CheckName(r.Name); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if _, err := store.PutBytes(ctx, st, Prefix+r.Name+".json", b, store.PutOptions{}); err != nil {
-		return fmt.Errorf("dns: publish %s: %w", r.Name, err)
-	}
-	return nil
+// registry is RegistryKey's content.
+type registry struct {
+	Records []Record `json:"records"`
 }
 
-// Records lists every record in the registry, live or expired, sorted by
-// name. Entries that do not parse are skipped and reported in bad.
-func Records(ctx context.Context, st store.Store) (recs []Record, bad []string, err error) {
-	err = store.EachJSON(ctx, st, Prefix, 1<<16, func(name string, b []byte) error {
-		var r Record
-		if err := json.Unmarshal(b, &r); err != nil || r.Name != name || CheckName(r.Name) != nil {
-			bad = append(bad, Prefix+name+".json")
-			return nil
+// Load reads the registry: every record, live or expired, sorted by name,
+// and the object's ETag ("" when nobody published yet). Records with an
+// invalid name are skipped and reported in bad.
+func Load(ctx context.Context, st store.Store) (recs []Record, bad []string, etag string, err error) {
+	b, info, err := store.GetBytes(ctx, st, RegistryKey, 1<<20)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, "", nil
+	}
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("dns: %w", err)
+	}
+	var reg registry
+	if err := json.Unmarshal(b, &reg); err != nil {
+		// Unreadable: a publisher replaces it (compare-and-swap on this
+		// ETag) with its own record; the others follow within a round.
+		return nil, []string{RegistryKey + ": " + err.Error()}, info.ETag, nil
+	}
+	for _, r := range reg.Records {
+		if CheckName(r.Name) != nil {
+			bad = append(bad, fmt.Sprintf("%s: record %q", RegistryKey, r.Name))
+			continue
 		}
 		recs = append(recs, r)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("dns: %w", err)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
-	return recs, bad, nil
+	return recs, bad, info.ETag, nil
+}
+
+// Publish puts r into the registry read as recs at etag, dropping records
+// expired before forgetBefore, and returns the registry written. The
+// write is conditional on etag: store.ErrPrecondition when another host
+// wrote meanwhile (read again and retry). A member's name belongs to
+// whichever host holds its volume (etcd-volume-attach's claim), so the
+// last writer of a name wins.
+func Publish(ctx context.Context, st store.Store, recs []Record, etag string, r Record, forgetBefore time.Time) ([]Record, string, error) {
+	if err := CheckName(r.Name); err != nil {
+		return nil, "", err
+	}
+	out := []Record{r}
+	for _, x := range recs {
+		if x.Name != r.Name && !x.Expires.Before(forgetBefore) {
+			out = append(out, x)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	b, err := json.MarshalIndent(registry{Records: out}, "", "  ")
+	if err != nil {
+		return nil, "", err
+	}
+	opts := store.PutOptions{IfMatch: etag, IfNoneMatch: etag == ""}
+	info, err := store.PutBytes(ctx, st, RegistryKey, b, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("dns: publish %s: %w", r.Name, err)
+	}
+	return out, info.ETag, nil
 }
 
 // Host is what a provider publishes: a fully qualified name (no trailing

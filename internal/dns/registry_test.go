@@ -2,6 +2,7 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/storetest"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/storeurl"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
@@ -46,7 +48,7 @@ func testConfig(name, addr string) Config {
 	for _, a := range strings.Split(addr, ",") {
 		addrs = append(addrs, netip.MustParseAddr(a))
 	}
-	return Config{Name: name, Addresses: addrs, Suffix: "c.test", Interval: time.Second, Lease: 10 * time.Second}
+	return Config{Name: name, Addresses: addrs, Suffix: "c.test", Interval: time.Second, Lease: 12 * time.Second}
 }
 
 // Three hosts share a store: each one's hosts file lists all three; when
@@ -89,16 +91,26 @@ func testRegistry(t *testing.T, st store.Store) {
 	check(a, all...)
 	check(c, all...)
 
-	recs, _, err := Records(context.Background(), st)
-	if err != nil || len(recs) != 3 || !recs[1].Expires.Equal(clk.now().Add(10*time.Second)) {
+	recs, _, _, err := Load(context.Background(), st)
+	if err != nil || len(recs) != 3 || !recs[1].Expires.Equal(clk.now().Add(12*time.Second)) {
 		t.Fatalf("registry: %+v, %v", recs, err)
 	}
 
+	// Rounds read; only a record due for renewal (a third of its lease
+	// left) is written.
+	counted := &storetest.Counting{Store: st}
+	a.r.st = counted
+	round(a)
+	clk.add(8 * time.Second)
+	round(a)
+	if g, p := counted.Gets.Load(), counted.Puts.Load(); g != 2 || p != 1 {
+		t.Errorf("two rounds, the second with 4s of a 12s lease left: %d reads and %d writes, want 2 and 1", g, p)
+	}
+	a.r.st = st
+
 	// b's host dies: a and c renew, b does not; after the lease b is gone.
-	clk.add(6 * time.Second)
-	round(a, c)
-	check(a, all...)
-	clk.add(6 * time.Second)
+	round(c)
+	clk.add(5 * time.Second)
 	round(a, c)
 	check(a, all[0], all[2])
 	check(c, all[0], all[2])
@@ -109,12 +121,52 @@ func testRegistry(t *testing.T, st store.Store) {
 	check(a, all[0], "10.0.0.22\tetcd-b.c.test", all[2])
 	check(b2, all[0], "10.0.0.22\tetcd-b.c.test", all[2])
 
-	// Deleted from the store entirely: gone from a's file at the next round.
-	if err := st.Delete(context.Background(), Prefix+"etcd-c.json"); err != nil {
+	// The registry replaced by something that does not parse: the next
+	// round writes our record into a fresh one, the others theirs at
+	// their next round.
+	if _, err := store.PutBytes(context.Background(), st, RegistryKey, []byte("{not json"), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	round(a)
+	round(a, c, b2, a)
+	check(a, all[0], "10.0.0.22\tetcd-b.c.test", all[2])
+
+	// etcd-c's host gone for good, nobody took its name: gone from a's
+	// file once its lease ran out, and from the registry at the next
+	// write after another lease.
+	clk.add(9 * time.Second)
+	round(a, b2)
+	clk.add(4 * time.Second)
+	round(a, b2)
 	check(a, all[0], "10.0.0.22\tetcd-b.c.test")
+	clk.add(12 * time.Second)
+	round(a, b2)
+	if recs, _, _, err := Load(context.Background(), st); err != nil || len(recs) != 2 || hasName(recs, "etcd-c") {
+		t.Errorf("registry after etcd-c's lease ran out twice over: %+v, %v", recs, err)
+	}
+}
+
+// Two hosts that write the registry at once: both records are kept (the
+// loser of the compare-and-swap reads again).
+func TestPublishRace(t *testing.T) {
+	st := fileStore(t)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	recs, _, etag, err := Load(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Record{Name: "etcd-a", Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.1")}, Expires: now.Add(time.Minute)}
+	if _, _, err := Publish(context.Background(), st, recs, etag, a, now); err != nil {
+		t.Fatal(err)
+	}
+	b := Record{Name: "etcd-b", Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.2")}, Expires: now.Add(time.Minute)}
+	if _, _, err := Publish(context.Background(), st, recs, etag, b, now); !errors.Is(err, store.ErrPrecondition) {
+		t.Fatalf("a write on a registry that changed since it was read: %v, want ErrPrecondition", err)
+	}
+	r := &registrar{cfg: testConfig("etcd-b", "10.0.0.2"), st: st, log: quiet}
+	got, err := r.publish(context.Background(), b, now)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("publish after the race: %+v, %v", got, err)
+	}
 }
 
 func TestRegistryFileStore(t *testing.T) { testRegistry(t, fileStore(t)) }
@@ -150,11 +202,11 @@ func (f *failingStore) Put(ctx context.Context, key string, r io.Reader, o store
 	}
 	return f.Store.Put(ctx, key, r, o)
 }
-func (f *failingStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+func (f *failingStore) Get(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
 	if err := f.err(); err != nil {
-		return nil, err
+		return nil, store.Info{}, err
 	}
-	return f.Store.List(ctx, prefix)
+	return f.Store.Get(ctx, key)
 }
 
 // notes records sd_notify states.
@@ -254,6 +306,25 @@ func TestRunDegradedStore(t *testing.T) {
 		if !strings.Contains(string(b), m) {
 			t.Errorf("metrics lack %q:\n%s", m, b)
 		}
+	}
+}
+
+// Rounds come quickly while the registrar settles after its start, then
+// every Interval: a host booted with the others learns their names in
+// seconds.
+func TestRunSettlesFast(t *testing.T) {
+	counted := &storetest.Counting{Store: fileStore(t)}
+	cfg := testConfig("etcd-a", "10.0.0.1")
+	cfg.Interval, cfg.Lease, cfg.Settle = time.Hour, 6*time.Hour, 400*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	if err := Run(ctx, cfg, counted, &HostsFile{Path: filepath.Join(t.TempDir(), "hosts")}, nil, quiet, 0, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	// Settling: a round at once, then every 100 ms for 400 ms; then none
+	// for an hour.
+	if n := counted.Gets.Load(); n < 3 || n > 6 {
+		t.Errorf("%d rounds in 1.5 s (settling for 0.4 s at 0.1 s, then hourly), want 3 to 6", n)
 	}
 }
 

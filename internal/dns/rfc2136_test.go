@@ -120,7 +120,7 @@ func testRFC2136(t *testing.T, srv *testenv.DNSServer) {
 	}
 
 	// etcd-b's lease runs out: its records go.
-	clk.add(11 * time.Second)
+	clk.add(13 * time.Second)
 	round(a)
 	if got := resolves(t, srv, name("etcd-b")); len(got) != 0 {
 		t.Fatalf("etcd-b still resolves after its lease: %v", got)

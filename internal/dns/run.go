@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -23,6 +24,11 @@ type Config struct {
 	Lease          time.Duration
 	// MaxBackoff bounds the wait after a failed round (0 = Interval).
 	MaxBackoff time.Duration
+	// Settle: for this long after start, rounds come every 5 s (or more
+	// often: every Interval or Settle/4, if shorter), so hosts booted
+	// together learn each other's names in seconds, not an Interval
+	// (0 = 2 min).
+	Settle time.Duration
 	// OpTimeout bounds one round's store and DNS calls (0 = 20s).
 	OpTimeout   time.Duration
 	MetricsFile string // Prometheus textfile, "" = none
@@ -48,8 +54,8 @@ func (c Config) Validate() error {
 	if c.Interval <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --interval must be positive", ErrInvalid))
 	}
-	if c.Lease < 2*c.Interval {
-		errs = append(errs, fmt.Errorf("%w: --lease %s must be at least twice --interval %s, or a live host's record expires between renewals", ErrInvalid, c.Lease, c.Interval))
+	if c.Lease < 6*c.Interval {
+		errs = append(errs, fmt.Errorf("%w: --lease %s must be at least 6 x --interval %s: a record is renewed when a third of its lease is left, and two rounds must fall in that third", ErrInvalid, c.Lease, c.Interval))
 	}
 	return errors.Join(errs...)
 }
@@ -113,6 +119,11 @@ func Run(ctx context.Context, cfg Config, st store.Store, p Provider, n Notifier
 	}
 	backoff := time.Second
 	ready := false
+	settle := cfg.Settle
+	if settle <= 0 {
+		settle = 2 * time.Minute
+	}
+	settled := now().Add(settle)
 	for {
 		s := r.round(ctx)
 		if ctx.Err() != nil {
@@ -130,6 +141,9 @@ func Run(ctx context.Context, cfg Config, st store.Store, p Provider, n Notifier
 			}
 		}
 		wait := cfg.Interval
+		if now().Before(settled) {
+			wait = min(wait, 5*time.Second, settle/4)
+		}
 		if s.Degraded {
 			log.Warn("round failed, retrying", "err", s.Err, "in", backoff)
 			wait, backoff = backoff, min(2*backoff, maxBackoff)
@@ -163,7 +177,9 @@ type registrar struct {
 	stat Status
 }
 
-// round: renew our lease, read the registry, sync the provider.
+// round: read the registry, renew our record when it changed or a third
+// of its lease is left, sync the provider. A round costs one store read;
+// a write every two thirds of the lease, or when an address changes.
 func (r *registrar) round(ctx context.Context) Status {
 	opTimeout := r.cfg.OpTimeout
 	if opTimeout <= 0 {
@@ -174,18 +190,12 @@ func (r *registrar) round(ctx context.Context) Status {
 	var errs []error
 	now := r.now()
 	self := Record{Name: r.cfg.Name, Addresses: r.cfg.Addresses, Updated: now.UTC(), Expires: now.Add(r.cfg.Lease).UTC()}
-	if err := Publish(ctx, r.st, self); err != nil {
-		errs = append(errs, fmt.Errorf("%w: %w", ErrStore, err))
-	}
-	recs, bad, err := Records(ctx, r.st)
+	recs, err := r.publish(ctx, self, now)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrStore, err))
 		recs = r.last // keep serving what we knew rather than dropping names
 	} else {
 		r.last = recs
-	}
-	for _, b := range bad {
-		r.log.Warn("ignoring unreadable registry entry", "key", b)
 	}
 	if !hasName(recs, self.Name) {
 		recs = append(recs, self) // resolve ourselves even before the store answers
@@ -228,6 +238,47 @@ func (r *registrar) round(ctx context.Context) Status {
 	}
 	r.stat = s
 	return s
+}
+
+// publish reads the registry and writes self into it when our record is
+// missing, names other addresses, or has a third of its lease left;
+// another host's write in between is read again (a few times). It returns
+// the registry as read or written.
+func (r *registrar) publish(ctx context.Context, self Record, now time.Time) ([]Record, error) {
+	for attempt := 0; ; attempt++ {
+		recs, bad, etag, err := Load(ctx, r.st)
+		if err != nil {
+			return nil, err
+		}
+		for _, b := range bad {
+			r.log.Warn("ignoring what cannot be read in the registry", "entry", b)
+		}
+		if !r.due(recs, self, now, len(bad) > 0) {
+			return recs, nil
+		}
+		written, _, err := Publish(ctx, r.st, recs, etag, self, now.Add(-r.cfg.Lease))
+		if err == nil {
+			return written, nil
+		}
+		if !errors.Is(err, store.ErrPrecondition) || attempt == 3 {
+			return nil, err
+		}
+	}
+}
+
+// due reports whether our record must be written: missing, different
+// addresses, a third of the lease or less left, or a registry that needs
+// repair.
+func (r *registrar) due(recs []Record, self Record, now time.Time, repair bool) bool {
+	if repair {
+		return true
+	}
+	for _, x := range recs {
+		if x.Name == self.Name {
+			return !slices.Equal(x.Addresses, self.Addresses) || x.Expires.Sub(now) <= r.cfg.Lease/3
+		}
+	}
+	return true
 }
 
 func hasName(recs []Record, name string) bool {
