@@ -96,6 +96,12 @@ func run(c *cli.Context, reconcile bool) error {
 	}
 	defer svc.Conn.Close()
 	deps := member.Deps{Store: st, Service: svc, Log: log, Now: time.Now}
+	if reconcile {
+		if msg, ok := member.NothingToShrink(ctx, cfg, st); ok {
+			log.Info("reconciled: " + msg)
+			return nil
+		}
+	}
 	p, err := pause.Get(ctx, st)
 	if err != nil {
 		return err
@@ -130,6 +136,15 @@ func run(c *cli.Context, reconcile bool) error {
 	}
 	if acted, err := recovery.Act(ctx, cfg, deps); err != nil || acted {
 		return err
+	}
+	if p, ok := member.Settled(ctx, cfg); ok {
+		// A timer run on a healthy member: keep its registry entry fresh
+		// (a restore picks the hosts that registered lately).
+		if err := member.Register(ctx, st, member.Stamp(p, cfg.Root, time.Now())); err != nil {
+			return err
+		}
+		log.Info("this host's member is a healthy voting member: nothing to do", "member", cfg.Name)
+		return nil
 	}
 	res, err := member.Run(ctx, cfg, deps)
 	if err != nil {

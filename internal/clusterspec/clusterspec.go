@@ -137,6 +137,28 @@ func CheckVersion(v string) error {
 	return nil
 }
 
+// LoadSpec reads the spec alone (one GET), without the settings: for a
+// timer that only needs the declared size or version.
+func LoadSpec(ctx context.Context, st store.Store) (etcdmanager.ClusterSpec, error) {
+	spec, _, err := loadSpec(ctx, st)
+	return spec, err
+}
+
+func loadSpec(ctx context.Context, st store.Store) (etcdmanager.ClusterSpec, store.Info, error) {
+	sb, info, err := store.GetBytes(ctx, st, etcdmanager.ClusterSpecKey, 1<<16)
+	if errors.Is(err, store.ErrNotFound) {
+		return etcdmanager.ClusterSpec{}, info, fmt.Errorf("%s: %w", st, ErrNotSeeded)
+	}
+	if err != nil {
+		return etcdmanager.ClusterSpec{}, info, fmt.Errorf("clusterspec: %w", err)
+	}
+	spec, err := etcdmanager.ParseClusterSpec(sb)
+	if err != nil {
+		return etcdmanager.ClusterSpec{}, info, fmt.Errorf("%w: %w (%s)", ErrInvalid, err, RepairAdvice)
+	}
+	return spec, info, nil
+}
+
 // Load reads and validates the declaration from the store.
 func Load(ctx context.Context, st store.Store) (Cluster, error) {
 	c, _, _, err := load(ctx, st)
@@ -144,16 +166,11 @@ func Load(ctx context.Context, st store.Store) (Cluster, error) {
 }
 
 func load(ctx context.Context, st store.Store) (Cluster, string, string, error) {
-	sb, sinfo, err := store.GetBytes(ctx, st, etcdmanager.ClusterSpecKey, 1<<16)
-	if errors.Is(err, store.ErrNotFound) {
-		return Cluster{}, "", "", fmt.Errorf("%s: %w", st, ErrNotSeeded)
-	}
-	if err != nil {
-		return Cluster{}, "", "", fmt.Errorf("clusterspec: %w", err)
-	}
 	var c Cluster
-	if c.Spec, err = etcdmanager.ParseClusterSpec(sb); err != nil {
-		return Cluster{}, "", "", fmt.Errorf("%w: %w (%s)", ErrInvalid, err, RepairAdvice)
+	var sinfo store.Info
+	var err error
+	if c.Spec, sinfo, err = loadSpec(ctx, st); err != nil {
+		return Cluster{}, "", "", err
 	}
 	gb, ginfo, err := store.GetBytes(ctx, st, SettingsKey, 1<<16)
 	switch {

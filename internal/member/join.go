@@ -199,9 +199,13 @@ func newJoiner(ctx context.Context, cfg Config, d Deps) (*joiner, error) {
 
 // withTime stamps this host's registry entry, with the etcd versions it
 // has (the planner offers only versions every host can run).
-func (j *joiner) withTime(p Peer) Peer {
-	p.Updated = j.d.Now().UTC()
-	if vs, err := etcdbin.HostDir(j.cfg.Root).Local(); err == nil {
+func (j *joiner) withTime(p Peer) Peer { return Stamp(p, j.cfg.Root, j.d.Now()) }
+
+// Stamp dates a registry entry and lists the etcd versions the host under
+// root has.
+func Stamp(p Peer, root string, now time.Time) Peer {
+	p.Updated = now.UTC()
+	if vs, err := etcdbin.HostDir(root).Local(); err == nil {
 		for _, v := range vs {
 			p.Versions = append(p.Versions, v.String())
 		}

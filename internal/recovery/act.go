@@ -25,8 +25,8 @@ import (
 const markerFile = ".etcdadm-restored"
 
 // freshPeers: a host that registered this recently is alive (member join
-// registers at boot and from its 5-minute timer).
-const freshPeers = 15 * time.Minute
+// registers at boot and from its 15-minute timer).
+const freshPeers = 45 * time.Minute
 
 // Act carries out this host's part of a pending restore command, if any.
 // acted is true when it restored this member (etcd then runs on the

@@ -15,9 +15,12 @@ import (
 // collector: a dashboard shows the target and state, an alert fires on a
 // stopped rollout or on a switcher failing run after run.
 func WriteMetrics(ctx context.Context, path string, st store.Store, out Outcome, runErr error, at time.Time) error {
-	rec, _, err := Load(ctx, st)
-	if err != nil {
-		return err
+	rec := out.Record
+	if rec == nil {
+		var err error
+		if rec, _, err = Load(ctx, st); err != nil {
+			return err
+		}
 	}
 	var b bytes.Buffer
 	gauge := func(name, help, labels string, v float64) {

@@ -73,6 +73,9 @@ type Outcome struct {
 	Switched []string
 	Target   string
 	Summary  string
+	// Record is the rollout record an idle run read (nil otherwise), so
+	// the metrics need not read it again.
+	Record *Record
 }
 
 type switcher struct {
@@ -91,8 +94,8 @@ type switcher struct {
 // timeout passes, or a member fails (ErrStopped).
 func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	cfg.defaults()
-	if idle, err := quietlyIdle(ctx, cfg, d); err != nil || idle {
-		return Outcome{Idle: idle}, err
+	if rec, err := quietlyIdle(ctx, cfg, d); err != nil || rec != nil {
+		return Outcome{Idle: rec != nil, Record: rec}, err
 	}
 	s, err := member.Open(ctx, cfg.Member, d.Deps)
 	if err != nil {
@@ -132,33 +135,33 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 // connecting to etcd or reading the CA and the peer registry: the spec
 // names the version this host runs, the last rollout to it is done, no CA
 // rotation has work for the members, and no switch is in flight here. A
-// timer run then costs four GETs (spec, settings, rollout and rotation
-// records).
-func quietlyIdle(ctx context.Context, cfg Config, d Deps) (bool, error) {
+// timer run then costs three GETs (spec, rollout and rotation records).
+// It returns the rollout record when the run is idle, nil otherwise.
+func quietlyIdle(ctx context.Context, cfg Config, d Deps) (*Record, error) {
 	if _, err := os.Stat(cfg.StateFile); err == nil {
-		return false, nil
+		return nil, nil
 	}
-	cl, err := clusterspec.Load(ctx, d.Store)
+	spec, err := clusterspec.LoadSpec(ctx, d.Store)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	cur, err := etcdbin.HostDir(cfg.Member.Root).Current()
-	if err != nil || cur.String() != cl.Spec.EtcdVersion {
-		return false, nil
+	if err != nil || cur.String() != spec.EtcdVersion {
+		return nil, nil
 	}
 	rec, _, err := Load(ctx, d.Store)
-	if err != nil || rec == nil || rec.State != Done || rec.Target != cl.Spec.EtcdVersion {
-		return false, err
+	if err != nil || rec == nil || rec.State != Done || rec.Target != spec.EtcdVersion {
+		return nil, err
 	}
 	if rot, _, err := pki.LoadRotation(ctx, d.Store); err != nil || rot.MemberWork() {
-		return false, err
+		return nil, err
 	}
 	msg := fmt.Sprintf("rollout %s done: this host runs etcd %s", PathString(rec.Path), cur)
 	if d.Status != nil {
 		d.Status(msg)
 	}
 	d.Log.Debug(msg)
-	return true, nil
+	return rec, nil
 }
 
 func (w *switcher) status(msg string, args ...any) {

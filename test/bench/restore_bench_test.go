@@ -126,7 +126,7 @@ func BenchmarkRestore(b *testing.B) {
 
 	// etcdadm restore: what the command writes, then every host's member
 	// join acting at once, until the cluster serves. The hosts registered
-	// lately, as their member-join timers keep them (every 5 min).
+	// lately, as their member-join timers keep them (every 15 min).
 	parallel(b, hosts, func(h *localcluster.Host) error { _, err := h.Join(ctx); return err })
 	start = time.Now()
 	if _, _, err := recovery.Request(ctx, st, name, time.Now()); err != nil {

@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/volume"
+	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
 )
 
 // BenchmarkStoreLoad: the store requests of an idle, healthy cluster of
 // pool-volume masters with the DNS registrar, every interval at its
-// default (volume lease 2m, registrar 30 s, backups every 15 min),
+// default (volume lease 2m, registrar every minute, backups every 15 min),
 // counted by MinIO per S3 API over ETCDADM_BENCH_STORE_IDLE (15m) after a
 // minute to settle, and extrapolated to a day. ETCDADM_BENCH_STORE_MASTERS
 // is the cluster's size (3).
@@ -42,30 +43,114 @@ func BenchmarkStoreLoad(b *testing.B) {
 		}
 	}
 	names := volume.Names(n)
-	c, _, _ := newPoolClusterWith(b, names, clusterOptions{members: n, dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
+	c, _, hosts := newPoolClusterWith(b, names, clusterOptions{members: n, dnsSuffix: volSuffix, enable: []string{"etcd-dns-registrar.service"},
 		env: map[string]string{"ETCDADM_VOLUME_PROVIDER": "pool", "ETCDADM_VOLUME_SIZE": "512M"}})
 	time.Sleep(time.Minute)
 	before := s3Requests(b, c)
 	time.Sleep(idle)
-	after := s3Requests(b, c)
+	d := diff(before, s3Requests(b, c))
 	perDay := float64(24*time.Hour) / float64(idle)
-	var total, writes float64
+	var total, putList float64
 	fmt.Printf("FIGURE store requests of an idle %d-master pool cluster with the DNS registrar, over %v, per day:\n", n, idle)
-	for _, api := range slices.Sorted(maps.Keys(after)) {
-		d := after[api] - before[api]
-		if d == 0 {
-			continue
-		}
+	for _, api := range slices.Sorted(maps.Keys(d)) {
+		d := d[api]
 		total += d
 		if api == "putobject" || strings.HasPrefix(api, "listobjects") {
-			writes += d
+			putList += d
 		}
 		fmt.Printf("FIGURE   %-24s %6.0f  %8.0f/day\n", api, d, d*perDay)
 	}
-	fmt.Printf("FIGURE   %-24s %6.0f  %8.0f/day\n", "PUT + LIST", writes, writes*perDay)
+	fmt.Printf("FIGURE   %-24s %6.0f  %8.0f/day\n", "PUT + LIST", putList, putList*perDay)
 	fmt.Printf("FIGURE   %-24s %6.0f  %8.0f/day\n", "total", total, total*perDay)
 	b.ReportMetric(total*perDay, "requests/day")
-	b.ReportMetric(writes*perDay, "put+list/day")
+	b.ReportMetric(putList*perDay, "put+list/day")
+	for _, name := range names {
+		rss := hosts[name].MustExec(b, "sh", "-c", "grep VmRSS /proc/$(systemctl show -P MainPID etcd-dns-registrar.service)/status")
+		fmt.Printf("FIGURE etcd-dns-registrar on %s after %v: %s\n", name, idle+time.Minute, strings.Join(strings.Fields(rss), " "))
+	}
+	attribute(b, c, names, hosts)
+}
+
+// periodic is a unit that asks the store something on a schedule, and how
+// often it runs on each host (the timer's interval plus half its random
+// delay, or the registrar's default interval).
+var periodic = []struct {
+	unit  string
+	every time.Duration
+}{
+	{"etcd-volume-renew.service", 40 * time.Second},
+	{"etcd-dns-registrar.service", time.Minute},
+	{"etcd-version-switcher.service", 5*time.Minute + 7500*time.Millisecond},
+	{"etcd-member-join.service", 15*time.Minute + 15*time.Second},
+	{"etcd-reconcile.service", 11 * time.Minute},
+	{"etcd-snapshot-uploader.service", 15 * time.Minute},
+}
+
+// attribute stops every timer and the registrar, then runs each periodic
+// unit once on every host (the registrar for one round after its first)
+// and prints each one's requests per run and per day: which sender the
+// totals above come from.
+func attribute(b *testing.B, c *cluster, names []string, hosts map[string]*harness.Host) {
+	b.Helper()
+	all := func(args ...string) {
+		for _, name := range names {
+			hosts[name].MustExec(b, args...)
+		}
+	}
+	all("systemctl", "stop", "etcd-volume-renew.timer", "etcd-member-join.timer", "etcd-reconcile.timer",
+		"etcd-version-switcher.timer", "etcd-snapshot-uploader.timer", "etcd-dns-registrar.service")
+	// MinIO serves its counters from a cache renewed every 10 s: every
+	// reading is taken 15 s after what it must include.
+	const settle = 15 * time.Second
+	time.Sleep(settle)
+	before := s3Requests(b, c)
+	time.Sleep(settle)
+	if d := sum(diff(before, s3Requests(b, c))); d != 0 {
+		b.Fatalf("the store saw %v requests with every sender stopped", d)
+	}
+	fmt.Printf("FIGURE requests per run on one host, and per day for %d hosts:\n", len(names))
+	var day float64
+	for _, p := range periodic {
+		all("systemctl", "start", p.unit)
+		if p.unit == "etcd-dns-registrar.service" {
+			// Its first round, which also reads the settings, is left
+			// out: one round 30 s later is counted.
+			time.Sleep(settle)
+			before = s3Requests(b, c)
+			time.Sleep(p.every)
+		} else {
+			time.Sleep(settle)
+		}
+		after := s3Requests(b, c)
+		d := diff(before, after)
+		before = after
+		perRun := sum(d) / float64(len(names))
+		perDay := perRun * float64(len(names)) * float64(24*time.Hour) / float64(p.every)
+		day += perDay
+		var apis []string
+		for _, api := range slices.Sorted(maps.Keys(d)) {
+			apis = append(apis, fmt.Sprintf("%s %.1f", api, d[api]/float64(len(names))))
+		}
+		fmt.Printf("FIGURE   %-32s every %-8v %5.1f/run  %8.0f/day  (%s)\n", p.unit, p.every, perRun, perDay, strings.Join(apis, ", "))
+	}
+	fmt.Printf("FIGURE   %-32s %43.0f/day\n", "sum", day)
+}
+
+func diff(before, after map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for api, v := range after {
+		if v-before[api] != 0 {
+			d[api] = v - before[api]
+		}
+	}
+	return d
+}
+
+func sum(m map[string]float64) (s float64) {
+	for _, v := range m {
+		s += v
+	}
+	return s
 }
 
 // s3Requests reads MinIO's request counters by API.

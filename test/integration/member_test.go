@@ -72,6 +72,10 @@ func TestResizeKeepsEveryAcknowledgedWrite(t *testing.T) {
 	for _, h := range hosts[1:] {
 		h.mustJoin(t, member.Standby) // memberCount 1: the cluster is full
 	}
+	// A standby has no member to ask: its timer runs the whole join.
+	if _, ok := member.Settled(ctxT(t), hosts[1].Cfg); ok {
+		t.Fatalf("a standby host counts as settled")
+	}
 	cli := clientFor(t, hosts[0], hosts...)
 	w := startWriter(cli)
 
@@ -96,8 +100,18 @@ func TestResizeKeepsEveryAcknowledgedWrite(t *testing.T) {
 	}
 	grow(3)
 	grow(5)
+	// The timers' first questions, answered by the host's own member.
+	if p, ok := member.Settled(ctxT(t), hosts[3].Cfg); !ok || p.Name != "etcd-d" || p.PeerURL != hosts[3].PeerURL() || p.ClientURL != hosts[3].ClientURL() {
+		t.Fatalf("etcd-d, a voting member: settled %v as %+v", ok, p)
+	}
+	if msg, ok := member.NothingToShrink(ctxT(t), hosts[0].Cfg, st); !ok || msg != "5 voting members, the spec wants 5" {
+		t.Fatalf("5 members, spec 5: nothing to shrink %v (%q)", ok, msg)
+	}
 	if _, _, err := clusterspec.SetSpec(ctxT(t), st, 3, ""); err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := member.NothingToShrink(ctxT(t), hosts[0].Cfg, st); ok {
+		t.Fatal("5 members, spec 3: nothing to shrink")
 	}
 	// The surplus are etcd-d and etcd-e; the order depends on health at
 	// that moment (a member slow to answer under load goes first).
@@ -115,6 +129,9 @@ func TestResizeKeepsEveryAcknowledgedWrite(t *testing.T) {
 		t.Fatalf("after shrinking: %v", voters)
 	}
 	w.finish(t, cli)
+	if _, ok := member.Settled(ctxT(t), hosts[4].Cfg); ok {
+		t.Fatal("etcd-e, removed, counts as settled")
+	}
 	// A removed host that runs member join again moves its old data aside
 	// and stands by.
 	hosts[4].Runner.Kill(ctxT(t))
