@@ -63,6 +63,7 @@ func main() {
 		&cli.StringFlag{Name: "mounter", Value: volume.MounterSystemd, EnvVars: []string{"ETCDADM_MOUNTER"}, Usage: "systemd (a transient var-lib-etcd.mount over D-Bus) or plain (mount(2) in this process's namespace)"},
 		&cli.BoolFlag{Name: "wait", Value: true, EnvVars: []string{"ETCDADM_VOLUME_WAIT"}, Usage: "pool: when every volume is held, wait (up to --timeout) for the first lease to run out; --wait=false exits 4 at once"},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_VOLUME_TIMEOUT"}, Usage: "give up after this long (store failures are retried until then)"},
+		&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_VOLUME_METRICS_FILE"}, Usage: "pool: write the lease's Prometheus metrics here after every claim and renewal, for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/etcd_volume.prom)"},
 		cliflags.LogLevel(),
 	}
 	app := &cli.App{
@@ -98,6 +99,7 @@ func command(c *cli.Context) volume.Command {
 		Size:        c.String("size"),
 		Mounter:     c.String("mounter"),
 		Wait:        c.Bool("wait"),
+		MetricsFile: c.String("metrics-file"),
 		Timeout:     c.Duration("timeout"),
 	}
 	for _, v := range strings.Split(c.String("volumes"), ",") {

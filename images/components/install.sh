@@ -105,11 +105,14 @@ need_debs() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   log "installing Debian packages: ${missing[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${DEB_FLAGS:-} "${missing[@]}" >/dev/null
 }
 
 what=${1:-all}
 [ "$what" = all ] && need_debs systemd-analyze:systemd openssl:openssl ip:iproute2
+# promtool checks and tests alerts/etcdadm-alerts.yml; the package's
+# recommends (node exporter, its services) are not needed.
+[ "$what" = all ] && DEB_FLAGS=--no-install-recommends need_debs promtool:prometheus
 case "$what" in
   etcd|all) for v in $ETCD_VERSIONS; do build_etcd "$v"; done ;;&
   e2e|all)

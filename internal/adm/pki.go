@@ -94,7 +94,8 @@ atomically. Also brings ca.crt up to date with the bundle in the store.
 Certificates of other CAs are left alone. Prints what it renewed; exits 0 when
 nothing is due. etcd loads its certificate files on each new connection, so
 renewed certificates need no restart; a changed ca.crt does (see the output).`,
-				Flags:  []cli.Flag{cliflags.Store(), dirFlag("/etc/etcd/pki", "the directory to renew certificates in"), ownerFlag},
+				Flags: []cli.Flag{cliflags.Store(), dirFlag("/etc/etcd/pki", "the directory to renew certificates in"), ownerFlag,
+					&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_PKI_METRICS_FILE"}, Usage: "write each certificate's expiry and the run's outcome here as Prometheus metrics, for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/etcd_pki.prom)"}},
 				Action: pkiRenew,
 			},
 			{
@@ -209,6 +210,11 @@ func pkiRenew(c *cli.Context) error {
 		return err
 	}
 	renewed, err := pki.RenewDir(c.Context, st, dir, owner, time.Now())
+	if mf := c.String("metrics-file"); mf != "" {
+		if merr := pki.WriteMetrics(mf, dir, err, time.Now()); merr != nil {
+			fmt.Fprintf(c.App.ErrWriter, "warning: metrics: %v\n", merr)
+		}
+	}
 	w := c.App.Writer
 	exp, xerr := pki.Expiry(dir)
 	for _, f := range renewed {

@@ -1,14 +1,12 @@
 package rollout
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
+	"github.com/etcdadm/etcdadm-immutable/internal/textfile"
 )
 
 // WriteMetrics writes the rollout's state for node_exporter's textfile
@@ -22,16 +20,8 @@ func WriteMetrics(ctx context.Context, path string, st store.Store, out Outcome,
 			return err
 		}
 	}
-	var b bytes.Buffer
-	gauge := func(name, help, labels string, v float64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s%s %s\n", name, help, name, name, labels, strconv.FormatFloat(v, 'g', -1, 64))
-	}
-	b2f := func(ok bool) float64 {
-		if ok {
-			return 1
-		}
-		return 0
-	}
+	var g textfile.Gauges
+	gauge, b2f := g.Set, textfile.Bool
 	gauge("etcdadm_switcher_last_run_timestamp_seconds", "When the version switcher last ran on this host.", "", float64(at.Unix()))
 	gauge("etcdadm_switcher_last_run_success", "1 if the last run ended without error.", "", b2f(runErr == nil))
 	gauge("etcdadm_switcher_switches", "Versions this host's member moved to in the last run.", "", float64(len(out.Switched)))
@@ -41,8 +31,5 @@ func WriteMetrics(ctx context.Context, path string, st store.Store, out Outcome,
 		gauge("etcdadm_rollout_running", "1 while a rollout is in progress.", "", b2f(rec.State == Running))
 		gauge("etcdadm_rollout_started_timestamp_seconds", "When the current rollout was declared.", "", float64(rec.Started.Unix()))
 	}
-	if err := atomicfile.Write(path, b.Bytes(), 0o644, -1, -1); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return nil
+	return g.WriteFile(path)
 }

@@ -36,7 +36,7 @@ func TestWriteMetrics(t *testing.T) {
 		`etcdadm_rollout_info{target="3.6.16",state="failed"} 1`,
 		"etcdadm_rollout_failed 1",
 		"etcdadm_switcher_last_run_success 0",
-		"etcdadm_rollout_started_timestamp_seconds 1.763924017e+09",
+		"etcdadm_rollout_started_timestamp_seconds 1763924017",
 	} {
 		if !strings.Contains(string(b), want+"\n") {
 			t.Errorf("metrics lack %q:\n%s", want, b)

@@ -1,15 +1,9 @@
 package uploader
 
 import (
-	"bufio"
-	"bytes"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/textfile"
 )
 
 const lastSuccessMetric = "etcdadm_backup_last_success_timestamp_seconds"
@@ -18,18 +12,16 @@ const lastSuccessMetric = "etcdadm_backup_last_success_timestamp_seconds"
 // collector, atomically (temp file + rename). A failed run keeps the
 // previous last-success time, so an alert on its age fires.
 func WriteTextfile(path string, out Outcome, runErr error, at time.Time) error {
-	lastSuccess := previousValue(path, lastSuccessMetric)
+	lastSuccess := textfile.Previous(path, lastSuccessMetric)
 	ok := runErr == nil
 	if ok && !out.Skipped {
 		lastSuccess = float64(at.Unix())
 	}
-	var b bytes.Buffer
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n", name, help, name, name, strconv.FormatFloat(v, 'g', -1, 64))
-	}
+	var g textfile.Gauges
+	gauge := func(name, help string, v float64) { g.Set(name, help, "", v) }
 	gauge("etcdadm_backup_last_run_timestamp_seconds", "When the snapshot uploader last ran.", float64(at.Unix()))
-	gauge("etcdadm_backup_last_run_success", "1 if the last run succeeded (uploaded, or skipped on a non-leader).", b2f(ok))
-	gauge("etcdadm_backup_last_run_skipped", "1 if the last run skipped because this member is not the leader.", b2f(out.Skipped))
+	gauge("etcdadm_backup_last_run_success", "1 if the last run succeeded (uploaded, or skipped on a non-leader).", textfile.Bool(ok))
+	gauge("etcdadm_backup_last_run_skipped", "1 if the last run skipped because this member is not the leader.", textfile.Bool(out.Skipped))
 	gauge(lastSuccessMetric, "When this host last uploaded a backup.", lastSuccess)
 	if ok && !out.Skipped {
 		gauge("etcdadm_backup_last_duration_seconds", "Duration of the last upload, snapshot to retention.", out.Duration.Seconds())
@@ -38,31 +30,5 @@ func WriteTextfile(path string, out Outcome, runErr error, at time.Time) error {
 		gauge("etcdadm_backup_last_revision", "Revision the last backup holds at least.", float64(out.Integrity.MinRevision))
 		gauge("etcdadm_backup_retained_count", "Backups kept by retention after the last run.", float64(out.Prune.Kept))
 	}
-	if err := atomicfile.Write(path, b.Bytes(), 0o644, -1, -1); err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	return nil
-}
-
-func b2f(v bool) float64 {
-	if v {
-		return 1
-	}
-	return 0
-}
-
-func previousValue(path, name string) float64 {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			x, _ := strconv.ParseFloat(v, 64)
-			return x
-		}
-	}
-	return 0
+	return g.WriteFile(path)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -162,8 +163,28 @@ func TestAttachBlankPool(t *testing.T) {
 	if got := readFile(t, filepath.Join(target, "member")); got != "data" {
 		t.Errorf("data after re-run: %q", got)
 	}
-	if c, err := volume.Renew(t.Context(), h.cfg, h.deps); err != nil || c.Volume != "etcd-a" {
-		t.Errorf("renew: %+v, %v", c, err)
+	c, err := volume.Renew(t.Context(), h.cfg, h.deps)
+	if err != nil || c.Volume != "etcd-a" {
+		t.Fatalf("renew: %+v, %v", c, err)
+	}
+	// The metrics give the lease as the renewal left it; a failed run
+	// says so and keeps that expiry (an alert counts down to it).
+	prom := filepath.Join(t.TempDir(), "etcd_volume.prom")
+	for _, runErr := range []error{nil, errors.New("store down")} {
+		if err := volume.WriteMetrics(prom, h.cfg, runErr, time.Unix(1000, 0)); err != nil {
+			t.Fatal(err)
+		}
+		got := readFile(t, prom)
+		for _, want := range []string{
+			fmt.Sprintf("etcdadm_volume_lease_expiry_timestamp_seconds{volume=\"etcd-a\"} %d\n", c.Expires.Unix()),
+			fmt.Sprintf("etcdadm_volume_lease_seconds %g\n", h.cfg.Lease.Seconds()),
+			"etcdadm_volume_last_renew_timestamp_seconds 1000\n",
+			fmt.Sprintf("etcdadm_volume_last_renew_success %d\n", map[bool]int{true: 1}[runErr == nil]),
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("after a run with error %v, metrics lack %q:\n%s", runErr, want, got)
+			}
+		}
 	}
 
 	// A second host gets the next volume, not this one.

@@ -41,6 +41,19 @@ type Command struct {
 	// lease to run out.
 	Wait    bool
 	Timeout time.Duration
+	// MetricsFile: a Prometheus textfile of the pool lease (WriteMetrics)
+	// after every claim or renewal; "" for none.
+	MetricsFile string
+}
+
+// metrics writes MetricsFile, if set, after a pool claim or renewal.
+func (cmd Command) metrics(cfg Config, runErr error, log *slog.Logger) {
+	if cmd.MetricsFile == "" || cfg.Provider != ProviderPool {
+		return
+	}
+	if err := WriteMetrics(cmd.MetricsFile, cfg, runErr, time.Now()); err != nil {
+		log.Warn("could not write metrics", "err", err)
+	}
 }
 
 // Attach runs etcd-volume-attach: give this host its identity and mount
@@ -53,7 +66,9 @@ func (cmd Command) Attach(ctx context.Context, st store.Store, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	if _, err := Attach(ctx, cfg, d); err != nil {
+	_, err = Attach(ctx, cfg, d)
+	cmd.metrics(cfg, err, log)
+	if err != nil {
 		log.Error("attach failed", "err", err)
 		return err
 	}
@@ -74,6 +89,7 @@ func (cmd Command) Renew(ctx context.Context, st store.Store, log *slog.Logger) 
 		return err
 	}
 	claim, err := Renew(ctx, cfg, d)
+	cmd.metrics(cfg, err, log)
 	switch {
 	case err != nil:
 		log.Error("renew failed", "err", err)
