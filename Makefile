@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := $(CURDIR)/bin
 
-.PHONY: all build components test unit lint bench soak demo demo-down demo-local clean
+.PHONY: all build components images test unit lint bench soak demo demo-down demo-local clean
 
 all: build
 
@@ -14,6 +14,12 @@ build:
 # proxy into ~/.cache/etcdadm (idempotent; minutes when cold, instant when cached).
 components:
 	bash images/components/install.sh all
+
+# systemd-sysext images for immutable hosts (etcd per version, etcdadm),
+# SHA256SUMS and sysupdate transfer files, reproducibly, into
+# ~/.cache/etcdadm/sysext (images/sysext/build.sh says more).
+images: components
+	bash images/sysext/build.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
