@@ -9,7 +9,9 @@
 #                              and the version switcher finds every version
 #                              without a download; activated as etcd-X.Y
 #                              (extension-release.etcd-X.Y)
-#   etcdadm-V-x86-64.raw       our binaries under /usr/lib/etcdadm/bin and our
+#   etcdadm-V-x86-64.raw       our binaries in /usr/bin, their man pages and
+#                              bash, zsh and fish completion (generated from
+#                              the binaries' own command definitions), and our
 #                              units under /usr/lib/systemd/system (started by
 #                              drop-ins, never by shipped .wants links)
 #   SHA256SUMS                 of every image
@@ -98,12 +100,21 @@ for v in $ETCD_VERSIONS; do
 done
 
 root="$work/etcdadm"
-mkdir -p "$root/usr/lib/etcdadm/bin" "$root/usr/lib/systemd/system"
+share="$root/usr/share"
+mkdir -p "$root/usr/bin" "$root/usr/lib/systemd/system" "$share/man/man8" "$share/bash-completion/completions" \
+  "$share/zsh/site-functions" "$share/fish/vendor_completions.d"
 (cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -buildid=" \
-  -o "$root/usr/lib/etcdadm/bin/" ./cmd/...)
+  -o "$root/usr/bin/" ./cmd/...)
+for b in "$root"/usr/bin/*; do
+  n=$(basename "$b")
+  "$b" --generate-man-page >"$share/man/man8/$n.8"
+  "$b" --generate-completion bash >"$share/bash-completion/completions/$n"
+  "$b" --generate-completion zsh >"$share/zsh/site-functions/_$n"
+  "$b" --generate-completion fish >"$share/fish/vendor_completions.d/$n.fish"
+done
 for u in "$repo"/units/*.service "$repo"/units/*.timer; do
   # The units run our binaries from the image, not from /opt/etcdadm.
-  sed 's#/opt/etcdadm/bin/#/usr/lib/etcdadm/bin/#g' "$u" >"$root/usr/lib/systemd/system/$(basename "$u")"
+  sed 's#/opt/etcdadm/bin/#/usr/bin/#g' "$u" >"$root/usr/lib/systemd/system/$(basename "$u")"
 done
 release etcdadm "$root" "EXTENSION_RELOAD_MANAGER=1
 "

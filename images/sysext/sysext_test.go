@@ -123,7 +123,7 @@ func TestImages(t *testing.T) {
 		b, _ := os.ReadFile(u)
 		for _, line := range strings.Split(string(b), "\n") {
 			exe, ok := strings.CutPrefix(line, "ExecStart=")
-			if !ok || !strings.HasPrefix(exe, "/usr/lib/etcdadm/bin/") {
+			if !ok || !strings.HasPrefix(exe, "/usr/bin/") {
 				continue
 			}
 			bin := strings.Fields(exe)[0]
@@ -134,6 +134,33 @@ func TestImages(t *testing.T) {
 		if strings.Contains(string(b), "/opt/etcdadm") {
 			t.Errorf("%s in the image still runs binaries from /opt/etcdadm", filepath.Base(u))
 		}
+	}
+
+	// Every binary comes with its man page and completion for three
+	// shells; the page renders, and bash completes from the binary itself.
+	bins, _ := filepath.Glob(filepath.Join(mnt, "usr/bin/*"))
+	if len(bins) != 6 {
+		t.Errorf("the etcdadm image ships binaries %v, want our six", bins)
+	}
+	for _, b := range bins {
+		n := filepath.Base(b)
+		for _, f := range []string{"usr/share/man/man8/" + n + ".8", "usr/share/bash-completion/completions/" + n, "usr/share/zsh/site-functions/_" + n, "usr/share/fish/vendor_completions.d/" + n + ".fish"} {
+			if st, err := os.Stat(filepath.Join(mnt, f)); err != nil || st.Size() == 0 {
+				t.Errorf("%s: %s missing or empty (%v)", n, f, err)
+			}
+		}
+		page, err := exec.Command("man", "-l", filepath.Join(mnt, "usr/share/man/man8", n+".8")).Output()
+		if err != nil || !strings.Contains(string(page), "NAME") || !strings.Contains(string(page), n) {
+			t.Errorf("man -l %s.8: %v\n%.500s", n, err, page)
+		}
+	}
+	script := `source "$1"; COMP_WORDS=(etcdadm up); COMP_CWORD=1; _etcdadm_complete; echo "${COMPREPLY[*]}"
+COMP_WORDS=(etcdadm backup ""); COMP_CWORD=2; _etcdadm_complete; echo "${COMPREPLY[*]}"`
+	cmd := exec.Command("bash", "-c", script, "bash", filepath.Join(mnt, "usr/share/bash-completion/completions/etcdadm"))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(mnt, "usr/bin")+":"+os.Getenv("PATH"))
+	out, err := cmd.Output()
+	if lines := strings.Split(string(out), "\n"); err != nil || len(lines) < 2 || lines[0] != "upgrade" || !strings.Contains(lines[1], "verify") {
+		t.Errorf("bash completion of 'etcdadm up' and 'etcdadm backup ': %v\n%s", err, out)
 	}
 }
 

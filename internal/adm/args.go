@@ -12,8 +12,8 @@ import (
 // them, so "etcdadm backup verify latest --store URL" works: urfave/cli v2
 // stops parsing flags at the first positional argument.
 func Interspersed(app *cli.App, args []string) []string {
-	if len(args) < 2 {
-		return args
+	if len(args) < 2 || strings.HasPrefix(args[1], "--generate-") {
+		return args // cliflags.Run's requests for a man page or completion
 	}
 	cmds, flags := app.Commands, app.Flags
 	i := 1

@@ -26,6 +26,17 @@ const ExitUsage = 2
 // (which has an ExitCode method as well) does not: that code is a child's.
 func Run(app *cli.App, args []string, fallback func(error) int) int {
 	app.ExitErrHandler = func(*cli.Context, error) {}
+	app.EnableBashCompletion = true
+	if app.Writer == nil {
+		app.Writer = os.Stdout
+	}
+	var errW io.Writer = os.Stderr
+	if app.ErrWriter != nil {
+		errW = app.ErrWriter
+	}
+	if ok, code := generateDocs(app, args, errW); ok {
+		return code
+	}
 	usage := func(c *cli.Context, err error, _ bool) error {
 		return cli.Exit(fmt.Sprintf("%v (see '%s --help')", err, c.Command.HelpName), ExitUsage)
 	}
@@ -50,12 +61,8 @@ func Run(app *cli.App, args []string, fallback func(error) int) int {
 	if err == nil {
 		return 0
 	}
-	var w io.Writer = os.Stderr
-	if app.ErrWriter != nil {
-		w = app.ErrWriter
-	}
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintf(w, "%s: %s\n", app.Name, msg)
+		fmt.Fprintf(errW, "%s: %s\n", app.Name, msg)
 	}
 	var ec cli.ExitCoder
 	if errors.As(err, &ec) {

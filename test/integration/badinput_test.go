@@ -131,6 +131,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "volume attach: bad provider", bin: "etcd-volume-attach", args: []string{"--store", url, "--root", root, "--provider", "nfs"}, code: 2, want: []string{"nfs", "none, local or pool"}},
 		{name: "volume attach: bad lease", bin: "etcd-volume-attach", args: []string{"--store", url, "--root", root, "--provider", "pool"}, env: []string{"ETCDADM_VOLUME_LEASE=forever"}, code: 2, want: []string{"forever"}},
 		// etcdadm: one row per command not covered above.
+		{name: "completion: unknown shell", bin: "etcdadm", args: []string{"completion", "tcsh"}, code: 2, want: []string{"tcsh", "bash, zsh, fish"}},
 		{name: "status: bad output", bin: "etcdadm", args: []string{"status", "--store", url, "-o", "yaml"}, code: 2, want: []string{"yaml", "table or json"}},
 		{name: "status off a master", bin: "etcdadm", args: []string{"status", "--store", url, "--cert", filepath.Join(root, "none.crt")}, code: 1, want: []string{"none.crt", "pki issue-client"}},
 		{name: "member remove: no name", bin: "etcdadm", args: []string{"member", "remove"}, code: 2, want: []string{"member remove NAME|ID"}},
