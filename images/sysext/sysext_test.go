@@ -2,6 +2,7 @@ package sysext
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
@@ -93,7 +96,16 @@ func TestImages(t *testing.T) {
 		}
 		dissect(t, link, "etcd-"+minor)
 		mnt := unpack(t, link)
-		out, err := exec.Command(filepath.Join(mnt, "usr/lib/etcdadm/etcd/v"+v, "etcd"), "--version").Output()
+		// The version switcher finds the version where the image puts
+		// it, and installs it into /opt/etcd without a download.
+		opt := etcdbin.HostDir(mnt)
+		if err := opt.Ensure(context.Background(), etcdversion.MustParse(v), etcdbin.Releases{}); err != nil {
+			t.Fatalf("etcd %s from its image: %v", v, err)
+		}
+		if err := opt.Use(etcdversion.MustParse(v)); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(filepath.Join(string(opt), "current", "etcd"), "--version").Output()
 		if err != nil || !strings.Contains(string(out), "etcd Version: "+v+"\n") {
 			t.Errorf("etcd from the %s image: %v\n%s", v, err, out)
 		}

@@ -37,6 +37,15 @@ type Dir string
 // HostDir is root/opt/etcd.
 func HostDir(root string) Dir { return Dir(filepath.Join(root, "opt/etcd")) }
 
+// ExtensionDir is where the etcd sysext images (make images) put each
+// version, under /usr: root/usr/lib/etcdadm/etcd/vX.Y.Z while merged.
+const ExtensionDir = "usr/lib/etcdadm/etcd"
+
+// extension is d's host's ExtensionDir (d is root/opt/etcd).
+func (d Dir) extension() Dir {
+	return Dir(filepath.Join(filepath.Dir(filepath.Dir(string(d))), ExtensionDir))
+}
+
 // VersionDir is where version v lives.
 func (d Dir) VersionDir(v etcdversion.Version) string {
 	return filepath.Join(string(d), "v"+v.String())
@@ -55,8 +64,28 @@ func (d Dir) Has(v etcdversion.Version) bool {
 	return true
 }
 
-// Local lists the complete versions on this host, oldest first.
+// Local lists the complete versions on this host, oldest first: those in
+// d and those a merged sysext image offers.
 func (d Dir) Local() ([]etcdversion.Version, error) {
+	out, err := d.complete()
+	if err != nil {
+		return nil, err
+	}
+	ext, err := d.extension().complete()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range ext {
+		if !slices.ContainsFunc(out, func(o etcdversion.Version) bool { return etcdversion.Compare(o, v) == 0 }) {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, etcdversion.Compare)
+	return out, nil
+}
+
+// complete lists the complete versions in d.
+func (d Dir) complete() ([]etcdversion.Version, error) {
 	des, err := os.ReadDir(string(d))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -190,11 +219,28 @@ func FileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// Ensure makes v present on this host: baked or installed already, or
-// fetched from its release in the store.
+// Ensure makes v present on this host: baked or installed already, copied
+// from a merged sysext image, or fetched from its release in the store.
+// A version from an image is copied, not linked: sysupdate may replace
+// the image with the next patch while etcd runs, and a rollback must
+// still find the binary it left.
 func (d Dir) Ensure(ctx context.Context, v etcdversion.Version, rel Releases) error {
 	if d.Has(v) {
 		return nil
+	}
+	if ext := d.extension(); ext.Has(v) {
+		sums := map[string]string{}
+		for _, p := range Programs() {
+			sum, err := FileSHA256(filepath.Join(ext.VersionDir(v), p))
+			if err != nil {
+				return fmt.Errorf("etcdbin: %s from the sysext image: %w", v, err)
+			}
+			sums[p] = sum
+		}
+		if err := os.MkdirAll(string(d), 0o755); err != nil {
+			return fmt.Errorf("etcdbin: %w", err)
+		}
+		return d.Install(v, sums, func(p string) (io.ReadCloser, error) { return os.Open(filepath.Join(ext.VersionDir(v), p)) })
 	}
 	m, err := rel.Get(ctx, v)
 	if err != nil {

@@ -1,0 +1,70 @@
+package etcdbin
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
+)
+
+func writeVersion(t *testing.T, dir, v string) {
+	t.Helper()
+	vd := filepath.Join(dir, "v"+v)
+	if err := os.MkdirAll(vd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range Programs() {
+		if err := os.WriteFile(filepath.Join(vd, p), []byte("#!/bin/sh\necho "+p+" "+v+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A version a merged sysext image offers is on the host: listed, and
+// copied into /opt/etcd when the host needs it, with no store (a nil
+// store would fail any read).
+func TestEnsureFromExtension(t *testing.T) {
+	root := t.TempDir()
+	d := HostDir(root)
+	writeVersion(t, string(d), "3.5.35")
+	writeVersion(t, filepath.Join(root, ExtensionDir), "3.6.16")
+	writeVersion(t, filepath.Join(root, ExtensionDir), "3.5.35")
+	local, err := d.Local()
+	if err != nil || len(local) != 2 || local[0].String() != "3.5.35" || local[1].String() != "3.6.16" {
+		t.Fatalf("Local: %v, %v; want 3.5.35 and 3.6.16 once each", local, err)
+	}
+	v := etcdversion.MustParse("3.6.16")
+	if d.Has(v) {
+		t.Fatal("3.6.16 in /opt/etcd before Ensure")
+	}
+	if err := d.Ensure(context.Background(), v, Releases{}); err != nil {
+		t.Fatalf("Ensure from the image: %v", err)
+	}
+	if err := d.Use(v); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(string(d), "current", "etcdctl"))
+	if err != nil || string(b) != "#!/bin/sh\necho etcdctl 3.6.16\n" {
+		t.Fatalf("current/etcdctl: %q, %v", b, err)
+	}
+	// The image unmerged (sysupdate moved to the next patch): the copy
+	// stays.
+	if err := os.RemoveAll(filepath.Join(root, "usr")); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Has(v) {
+		t.Error("3.6.16 gone from /opt/etcd with its image")
+	}
+	// Neither in /opt/etcd nor in an image: the store is asked.
+	st, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Ensure(context.Background(), etcdversion.MustParse("3.7.3"), Releases{Store: st}); !errors.Is(err, ErrNoRelease) {
+		t.Errorf("Ensure of a version nowhere: %v, want ErrNoRelease", err)
+	}
+}
