@@ -114,8 +114,9 @@ what=${1:-all}
 # recommends (node exporter, its services) are not needed.
 [ "$what" = all ] && DEB_FLAGS=--no-install-recommends need_debs promtool:prometheus
 # make images (images/sysext/build.sh) and its test: mksquashfs, and
-# systemd-dissect to check systemd takes the images as extensions.
-[ "$what" = all ] && need_debs mksquashfs:squashfs-tools systemd-dissect:systemd-container
+# systemd-dissect to check systemd takes the images as extensions, man to
+# render their man pages.
+[ "$what" = all ] && need_debs mksquashfs:squashfs-tools systemd-dissect:systemd-container man:man-db
 case "$what" in
   etcd|all) for v in $ETCD_VERSIONS; do build_etcd "$v"; done ;;&
   e2e|all)
