@@ -61,7 +61,7 @@ func TestRulesNameRealMetrics(t *testing.T) {
 		sc := bufio.NewScanner(strings.NewReader(string(b)))
 		for sc.Scan() {
 			line := strings.TrimSpace(sc.Text())
-			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "summary:") || strings.HasPrefix(line, "description:") || strings.HasPrefix(line, "- rule_files") {
+			if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "summary:") || strings.HasPrefix(line, "description:") {
 				continue
 			}
 			named = append(named, metricName.FindAllString(line, -1)...)

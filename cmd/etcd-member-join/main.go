@@ -6,18 +6,15 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/joinrun"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/memberflags"
-	"github.com/etcdadm/etcdadm-immutable/internal/pause"
-	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 )
 
@@ -97,63 +94,9 @@ func run(c *cli.Context, reconcile bool) error {
 	defer svc.Conn.Close()
 	deps := member.Deps{Store: st, Service: svc, Log: log, Now: time.Now}
 	if reconcile {
-		if msg, ok := member.NothingToShrink(ctx, cfg, st); ok {
-			log.Info("reconciled: " + msg)
-			return nil
-		}
+		return joinrun.Reconcile(ctx, cfg, deps)
 	}
-	p, err := pause.Get(ctx, st)
-	if err != nil {
-		return err
-	}
-	if p != nil && reconcile {
-		log.Info("reconcile: " + p.String() + "; nothing changed")
-		return nil
-	}
-	if p != nil {
-		res, err := member.RunPaused(ctx, cfg, deps, p.String())
-		logResult(log, res)
-		return err
-	}
-	if reconcile {
-		removed, err := member.Reconcile(ctx, cfg, deps)
-		if err != nil {
-			return err
-		}
-		log.Info(fmt.Sprintf("reconciled: removed %d surplus members %v", len(removed), removed))
-		return nil
-	}
-	// A torn-down store, then a restore command (ours or
-	// etcd-manager-ctl's), come first.
-	stop := func(ctx context.Context, unit string) error {
+	return joinrun.Join(ctx, cfg, deps, func(ctx context.Context, unit string) error {
 		return (&systemd.Manager{Conn: svc.Conn, Unit: unit}).Stop(ctx)
-	}
-	if torn, err := recovery.ActTeardown(ctx, cfg, deps, stop); err != nil || torn {
-		return err
-	}
-	if acted, err := recovery.ActRecover(ctx, cfg, deps); err != nil || acted {
-		return err
-	}
-	if acted, err := recovery.Act(ctx, cfg, deps); err != nil || acted {
-		return err
-	}
-	if p, ok := member.Settled(ctx, cfg); ok {
-		// A timer run on a healthy member: keep its registry entry fresh
-		// (a restore picks the hosts that registered lately).
-		if err := member.Register(ctx, st, member.Stamp(p, cfg.Root, time.Now())); err != nil {
-			return err
-		}
-		log.Info("this host's member is a healthy voting member: nothing to do", "member", cfg.Name)
-		return nil
-	}
-	res, err := member.Run(ctx, cfg, deps)
-	if err != nil {
-		return err
-	}
-	logResult(log, res)
-	return nil
-}
-
-func logResult(log *slog.Logger, res member.Result) {
-	log.Info(fmt.Sprintf("%s: %s", res.Action, res.Reason), "peerURL", res.Member.PeerURL, "clientURL", res.Member.ClientURL)
+	})
 }

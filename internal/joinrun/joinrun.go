@@ -1,0 +1,87 @@
+// Package joinrun is one run of etcd-member-join, in the order its checks
+// must come: the boot run (or its timer) and reconcile. The command builds
+// the configuration and the dependencies; this decides what to do.
+package joinrun
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
+	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
+)
+
+// StopFunc stops a systemd unit (a teardown stops etcd and the timers).
+type StopFunc func(ctx context.Context, unit string) error
+
+// Join is the boot run and its timer: a pause holds membership; a torn-down
+// store, then a recovery or restore command (ours or etcd-manager-ctl's),
+// come first; a healthy voting member only refreshes its registry entry;
+// anything else is member join's decision (found, join, rejoin, replace,
+// standby).
+func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) error {
+	p, err := pause.Get(ctx, d.Store)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		res, err := member.RunPaused(ctx, cfg, d, p.String())
+		logResult(d.Log, res)
+		return err
+	}
+	if torn, err := recovery.ActTeardown(ctx, cfg, d, stop); err != nil || torn {
+		return err
+	}
+	if acted, err := recovery.ActRecover(ctx, cfg, d); err != nil || acted {
+		return err
+	}
+	if acted, err := recovery.Act(ctx, cfg, d); err != nil || acted {
+		return err
+	}
+	if p, ok := member.Settled(ctx, cfg); ok {
+		// A timer run on a healthy member: keep its registry entry fresh
+		// (a restore picks the hosts that registered lately).
+		if err := member.Register(ctx, d.Store, member.Stamp(p, cfg.Root, time.Now())); err != nil {
+			return err
+		}
+		d.Log.Info("this host's member is a healthy voting member: nothing to do", "member", cfg.Name)
+		return nil
+	}
+	res, err := member.Run(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	logResult(d.Log, res)
+	return nil
+}
+
+// Reconcile shrinks the cluster to the spec, unless the member list has
+// no surplus (asked of this host's member, one store read) or the
+// operator holds the automation.
+func Reconcile(ctx context.Context, cfg member.Config, d member.Deps) error {
+	if msg, ok := member.NothingToShrink(ctx, cfg, d.Store); ok {
+		d.Log.Info("reconciled: " + msg)
+		return nil
+	}
+	p, err := pause.Get(ctx, d.Store)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		d.Log.Info("reconcile: " + p.String() + "; nothing changed")
+		return nil
+	}
+	removed, err := member.Reconcile(ctx, cfg, d)
+	if err != nil {
+		return err
+	}
+	d.Log.Info(fmt.Sprintf("reconciled: removed %d surplus members %v", len(removed), removed))
+	return nil
+}
+
+func logResult(log *slog.Logger, res member.Result) {
+	log.Info(fmt.Sprintf("%s: %s", res.Action, res.Reason), "peerURL", res.Member.PeerURL, "clientURL", res.Member.ClientURL)
+}
