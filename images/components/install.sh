@@ -2,7 +2,7 @@
 # Builds the real components tests and the demo run against, from the Go
 # module proxy, into a cache outside the repository. Idempotent: a component
 # whose binary is already cached (and reports the expected version) is not
-# rebuilt. Usage: install.sh [etcd|s3|e2e|dns|all]   (default all)
+# rebuilt. Usage: install.sh [etcd|s3|e2e|dns|kube|all]   (default all)
 #
 # Cache: $ETCDADM_CACHE, else $XDG_CACHE_HOME/etcdadm, else ~/.cache/etcdadm
 #   etcd/vX.Y.Z/{etcd,etcdctl,etcdutl}
@@ -10,6 +10,8 @@
 #   bin/coredns                  (dns: images/dns/build.sh; also Debian knot)
 #   bin/ignition-apply           (e2e: images/ignition-apply/build.sh)
 #   hostroot/bookworm/rootfs     (e2e: images/hostroot/build.sh; needs root)
+#   kube/vX.Y.Z/{kube-apiserver,kubectl}  (kube: images/kube/build.sh; the
+#                                 real client the e2e masters run)
 set -euo pipefail
 
 ETCD_VERSIONS=${ETCD_VERSIONS:-"3.5.35 3.6.16 3.7.3"}
@@ -124,9 +126,11 @@ case "$what" in
     ETCDADM_CACHE=$cache bash "$images/hostroot/build.sh" ;;&
   dns|all)
     ETCDADM_CACHE=$cache bash "$images/dns/build.sh" all ;;&
+  kube|all)
+    ETCDADM_CACHE=$cache bash "$images/kube/build.sh" ;;&
   s3|all)
     build_gobin minio "github.com/minio/minio@$MINIO_VERSION" minio_ok
     build_gobin versitygw "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" versitygw_ok ;;
-  etcd|e2e|dns) ;;
-  *) log "unknown target $what (want etcd, s3, e2e, dns or all)"; exit 2 ;;
+  etcd|e2e|dns|kube) ;;
+  *) log "unknown target $what (want etcd, s3, e2e, dns, kube or all)"; exit 2 ;;
 esac

@@ -67,6 +67,8 @@ type clusterOptions struct {
 	manual bool
 	// tags: build tags of the binaries the hosts run (crashpoints).
 	tags string
+	// kube: the hosts get kube-apiserver and kubectl at /opt/kubernetes/bin.
+	kube bool
 }
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
@@ -106,6 +108,9 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 		}
 	}
 	c.binds = append(c.binds, o.binds...)
+	if o.kube {
+		c.binds = append(c.binds, harness.Bind{Source: kubeBinDir(t), Target: "/opt/kubernetes/bin", ReadOnly: true})
+	}
 	return c
 }
 
@@ -261,10 +266,12 @@ func backupNames(t *testing.T, c *cluster) []string {
 
 // TestCluster: three masters boot from one Ignition config into a healthy
 // cluster with mutual TLS, back up on their timer, survive restarts and
-// stops, and replace a dead host: all done by the units alone.
+// stops, and replace a dead host: all done by the units alone. A
+// kube-apiserver runs on each master; while a master's host is powered
+// off for good, Kubernetes' clients lose nothing (kubePlane).
 func TestCluster(t *testing.T) {
 	outer := t // hosts live as long as the whole test, not one subtest
-	c := newCluster(t, 3)
+	c := newClusterWith(t, clusterOptions{members: 3, kube: true})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	bootStart := time.Now()
 	hosts := map[string]*harness.Host{}
@@ -368,8 +375,19 @@ func TestCluster(t *testing.T) {
 	t.Run("replace-dead-host", func(t *testing.T) {
 		dead := hosts["etcd-b"]
 		oldIP := dead.IP()
-		dead.PowerOff(t)
+		apiservers := []*harness.Host{hosts["etcd-a"], dead, hosts["etcd-c"]}
+		kp := newKubePlane(t, c)
+		kp.startAll(t, apiservers, clientURLs(apiservers, ""))
+		// The writer and the informer start on the apiserver that dies.
+		load := startKubeLoad(t, c, kp, apiserverURLs([]*harness.Host{dead, a, hosts["etcd-c"]}), true)
+		waitFor(t, time.Minute, "the apiservers' masterleases", func() (bool, string) {
+			l := masterLeases(t, a)
+			return len(l) == 3, fmt.Sprint(l)
+		})
+		time.Sleep(5 * time.Second) // objects before the loss
+		dead.Crash(t) // powered off for good: nothing shuts down cleanly
 		start := time.Now()
+		t.Logf("FIGURE dead master's apiserver masterlease expired %v after the power went", waitLeaseGone(t, a, oldIP.String(), 2*time.Minute).Round(100*time.Millisecond))
 		fresh := c.boot(outer, "etcd-b-new", "--hostname=etcd-b")
 		if got := strings.TrimSpace(fresh.MustExec(t, "hostname")); got != "etcd-b" {
 			t.Fatalf("fresh host's hostname %q", got)
@@ -386,6 +404,7 @@ func TestCluster(t *testing.T) {
 			t.Errorf("the fresh host did not take the replace path:\n%s", out)
 		}
 		hosts["etcd-b"] = fresh
+		checkKubeLoad(t, "host loss", finishKubeLoad(t, load), []string{oldIP.String()}, 1)
 	})
 
 	t.Run("status-on-host", func(t *testing.T) {

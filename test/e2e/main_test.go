@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 		"mkbucket": func() error { return mkbucket(os.Getenv("E2E_ENDPOINT"), os.Getenv("E2E_BUCKET")) },
 		"load":     runLoadHelper,
 		"soak":     runSoakHelper,
+		"kube":     runKubeHelper,
 	}
 	if name := os.Getenv("E2E_HELPER"); name != "" {
 		run, ok := helpers[name]

@@ -21,13 +21,19 @@ import (
 // etcd-version-switcher units alone (the operator only runs etcdadm
 // upgrade), with a client writing and a watch opened before the first
 // step running throughout: no acknowledged write lost, no watch event
-// missed, reordered or failed.
+// missed, reordered or failed. A kube-apiserver on each master serves a
+// writer and an informer throughout: every apiserver stays ready but for
+// measured blips, and the informer sees every event in order without a
+// "too old resource version" or a re-list.
 func TestRollingVersions(t *testing.T) {
 	vs := testenv.EtcdVersions()
-	c := newClusterWith(t, clusterOptions{members: 3, version: vs[0], versions: vs})
+	c := newClusterWith(t, clusterOptions{members: 3, version: vs[0], versions: vs, kube: true})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	hosts, eps := c.bootAll(t, names)
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
+	kp := newKubePlane(t, c)
+	kp.startAll(t, hosts, clientURLs(hosts, ""))
+	kload := startKubeLoad(t, c, kp, apiserverURLs(hosts), true)
 	load := startClientLoad(t, c, eps)
 	for _, to := range []string{vs[1], vs[2], vs[1], vs[0]} {
 		start := time.Now()
@@ -51,6 +57,11 @@ func TestRollingVersions(t *testing.T) {
 	}
 	if !strings.Contains(line, "done") {
 		t.Errorf("etcd-version-switcher status line %q does not say the rollout is done", line)
+	}
+	kr := finishKubeLoad(t, kload)
+	checkKubeLoad(t, "rolling upgrade and downgrade", kr, nil, 0)
+	if kr.TooOld != 0 {
+		t.Errorf("the informer was told its resourceVersion is too old %d times", kr.TooOld)
 	}
 	r := load.finish(t)
 	t.Logf("client load: %+v", r)
