@@ -377,7 +377,7 @@ func TestCluster(t *testing.T) {
 		oldIP := dead.IP()
 		apiservers := []*harness.Host{hosts["etcd-a"], dead, hosts["etcd-c"]}
 		kp := newKubePlane(t, c)
-		kp.startAll(t, apiservers, clientURLs(apiservers, ""))
+		kp.startAll(t, apiservers, clientURLs(apiservers))
 		// The writer and the informer start on the apiserver that dies.
 		load := startKubeLoad(t, c, kp, apiserverURLs([]*harness.Host{dead, a, hosts["etcd-c"]}), true)
 		waitFor(t, time.Minute, "the apiservers' masterleases", func() (bool, string) {
@@ -385,7 +385,7 @@ func TestCluster(t *testing.T) {
 			return len(l) == 3, fmt.Sprint(l)
 		})
 		time.Sleep(5 * time.Second) // objects before the loss
-		dead.Crash(t) // powered off for good: nothing shuts down cleanly
+		dead.Crash(t)               // powered off for good: nothing shuts down cleanly
 		start := time.Now()
 		t.Logf("FIGURE dead master's apiserver masterlease expired %v after the power went", waitLeaseGone(t, a, oldIP.String(), 2*time.Minute).Round(100*time.Millisecond))
 		fresh := c.boot(outer, "etcd-b-new", "--hostname=etcd-b")

@@ -37,13 +37,31 @@ func kubeBinDir(t testing.TB) string {
 	return dir
 }
 
-// kubectlOn is kubectl on a master, talking to that master's apiserver
-// and trusting the serving certificate it made itself.
-const kubectlOn = "/opt/kubernetes/bin/kubectl --server https://localhost:6443 --certificate-authority /var/lib/kubernetes/pki/apiserver.crt " + kubectlUser
-
-// kubectlUser is the administrator's client certificate (kubectl without
+// kubectlOn is kubectl on a master with the administrator's kubeconfig:
+// that master's apiserver, trusting the serving certificate it made
+// itself, and the administrator's client certificate (kubectl without
 // credentials asks for a user name on its standard input).
-const kubectlUser = "--client-certificate /etc/kubernetes/pki/admin.crt --client-key /etc/kubernetes/pki/admin.key --request-timeout 10s"
+const kubectlOn = "/opt/kubernetes/bin/kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s"
+
+const adminKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://localhost:%d
+    certificate-authority: %s/apiserver.crt
+users:
+- name: admin
+  user:
+    client-certificate: /etc/kubernetes/pki/admin.crt
+    client-key: /etc/kubernetes/pki/admin.key
+contexts:
+- name: admin@local
+  context:
+    cluster: local
+    user: admin
+current-context: admin@local
+`
 
 // apiserverUnit is kube-apiserver as a master runs it: ordered after
 // etcd-wait-healthy.service (what we promise it can order after), on the
@@ -115,6 +133,14 @@ type apiserver struct {
 	port      int
 }
 
+// kubeconfig is the administrator's kubeconfig for a, in /etc/kubernetes.
+func (a apiserver) kubeconfig() string {
+	if a.port == 6443 {
+		return "admin.conf"
+	}
+	return fmt.Sprintf("admin-%d.conf", a.port)
+}
+
 // mainAPIServer is the host's own apiserver.
 func mainAPIServer(h *harness.Host) apiserver {
 	return apiserver{unit: "kube-apiserver.service", advertise: h.IP().String(), port: 6443}
@@ -162,7 +188,10 @@ func (k *kubePlane) install(t testing.TB, h *harness.Host, a apiserver, etcdServ
 	if a.port != 6443 {
 		certDir = fmt.Sprintf("/var/lib/kubernetes/pki-%d", a.port)
 	}
-	files := map[string][]byte{"etc/systemd/system/" + a.unit: []byte(fmt.Sprintf(apiserverUnit, strings.Join(etcdServers, ","), a.advertise, a.port, certDir))}
+	files := map[string][]byte{
+		"etc/systemd/system/" + a.unit:     []byte(fmt.Sprintf(apiserverUnit, strings.Join(etcdServers, ","), a.advertise, a.port, certDir)),
+		"etc/kubernetes/" + a.kubeconfig(): []byte(fmt.Sprintf(adminKubeconfig, a.port, certDir)),
+	}
 	for from, to := range map[string]string{ // k.dir's files and where a master has them
 		"sa.key": "etc/kubernetes/pki/sa.key", "sa.pub": "etc/kubernetes/pki/sa.pub",
 		"ca.crt": "etc/kubernetes/pki/client-ca.crt", "admin.crt": "etc/kubernetes/pki/admin.crt", "admin.key": "etc/kubernetes/pki/admin.key",
@@ -191,7 +220,8 @@ func (k *kubePlane) waitReady(t testing.TB, h *harness.Host, a apiserver, timeou
 	var last string
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		out, errOut, err := h.Exec(t, ctx, append(append([]string{"/opt/kubernetes/bin/kubectl", "--server", fmt.Sprintf("https://localhost:%d", a.port), "--insecure-skip-tls-verify"}, strings.Fields(kubectlUser)...), "get", "--raw", "/readyz")...)
+		// (The serving certificate it trusts is written as it starts.)
+		out, errOut, err := h.Exec(t, ctx, "/opt/kubernetes/bin/kubectl", "--kubeconfig", "/etc/kubernetes/"+a.kubeconfig(), "--request-timeout", "5s", "get", "--raw", "/readyz")
 		cancel()
 		if err == nil && strings.TrimSpace(out) == "ok" {
 			return
@@ -213,16 +243,21 @@ func kubectl(t testing.TB, h *harness.Host, args ...string) (string, error) {
 	return out, nil
 }
 
-// clientURLs are the etcd client URLs of hosts: by IP, or by member name
-// when the cluster has a DNS suffix.
-func clientURLs(hosts []*harness.Host, dnsSuffix string) []string {
+// clientURLs are the etcd client URLs of hosts, by address.
+func clientURLs(hosts []*harness.Host) []string {
 	var urls []string
 	for _, h := range hosts {
-		host := h.IP().String()
-		if dnsSuffix != "" {
-			host = h.Name() + "." + dnsSuffix
-		}
-		urls = append(urls, "https://"+host+":2379")
+		urls = append(urls, "https://"+h.IP().String()+":2379")
+	}
+	return urls
+}
+
+// memberURLs are the etcd client URLs of members by DNS name: they follow
+// a member to its new host.
+func memberURLs(members []string, dnsSuffix string) []string {
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, "https://"+m+"."+dnsSuffix+":2379")
 	}
 	return urls
 }

@@ -37,10 +37,10 @@ func TestClusterRestore(t *testing.T) {
 		assertUnitsWork(t, h)
 	}
 	kp := newKubePlane(t, c)
-	kp.startAll(t, hosts, clientURLs(hosts, ""))
+	kp.startAll(t, hosts, clientURLs(hosts))
 	// An apiserver that runs at the backup and never again.
 	gone := apiserver{unit: "kube-apiserver-gone.service", advertise: "10.77.0.250", port: 6444}
-	kp.install(t, a, gone, clientURLs(hosts, ""))
+	kp.install(t, a, gone, clientURLs(hosts))
 	kp.waitReady(t, a, gone, 3*time.Minute)
 	kube := func(args ...string) string {
 		t.Helper()

@@ -32,7 +32,7 @@ func TestRollingVersions(t *testing.T) {
 	hosts, eps := c.bootAll(t, names)
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
 	kp := newKubePlane(t, c)
-	kp.startAll(t, hosts, clientURLs(hosts, ""))
+	kp.startAll(t, hosts, clientURLs(hosts))
 	kload := startKubeLoad(t, c, kp, apiserverURLs(hosts), true)
 	load := startClientLoad(t, c, eps)
 	for _, to := range []string{vs[1], vs[2], vs[1], vs[0]} {

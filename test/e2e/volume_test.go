@@ -28,12 +28,16 @@ const (
 // and loopfile volumes on shared storage. Each claims its own volume and
 // every member name resolves everywhere. When the holder of etcd-b dies
 // for good, a fresh host claims etcd-b once the lease runs out, mounts it
-// with its data and rejoins (no replace) while a writer loses nothing;
-// a volume that comes back blank takes member join's replace path.
+// with its data and rejoins (no replace) while a writer loses nothing, and
+// the kube-apiservers on the masters, which reach etcd by member name, keep
+// Kubernetes' clients whole; a volume that comes back blank takes member
+// join's replace path.
 func TestPoolVolumes(t *testing.T) {
 	outer := t
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	c, shared, hosts := newPoolCluster(t, names)
+	o := poolOptions(len(names))
+	o.kube = true
+	c, shared, hosts := newPoolClusterWith(t, names, o)
 	a := hosts["etcd-a"]
 	for _, from := range names {
 		for _, to := range names {
@@ -45,10 +49,14 @@ func TestPoolVolumes(t *testing.T) {
 	}
 
 	t.Run("holder-dies", func(t *testing.T) {
-		w := startHostWriter(t, a)
-		time.Sleep(2 * time.Second) // some writes before the crash
 		dead := hosts["etcd-b"]
 		oldIP := dead.IP()
+		masters := []*harness.Host{dead, a, hosts["etcd-c"]} // the writer and informer start on the one that dies
+		kp := newKubePlane(t, c)
+		kp.startAll(t, masters, memberURLs(names, volSuffix))
+		kload := startKubeLoad(t, c, kp, apiserverURLs(masters), true)
+		w := startHostWriter(t, a)
+		time.Sleep(5 * time.Second) // some writes before the crash
 		dead.Crash(t)
 		crashed := time.Now()
 		fresh := c.boot(outer, "master-4")
@@ -76,6 +84,8 @@ func TestPoolVolumes(t *testing.T) {
 			t.Errorf("data moved aside on the fresh host: %s", aside)
 		}
 		w.finish(t)
+		waitLeaseGone(t, a, oldIP.String(), time.Minute)
+		checkKubeLoad(t, "host loss with pool volumes", finishKubeLoad(t, kload), []string{oldIP.String()}, 1)
 	})
 
 	t.Run("blank-volume", func(t *testing.T) {
