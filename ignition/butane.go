@@ -3,7 +3,6 @@ package ignition
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -69,9 +68,11 @@ type systemd struct {
 }
 
 type unit struct {
-	Name     string   `yaml:"name"`
-	Enabled  *bool    `yaml:"enabled,omitempty"`
-	Contents string   `yaml:"contents"`
+	Name    string `yaml:"name"`
+	Enabled *bool  `yaml:"enabled,omitempty"`
+	// Contents "" writes no unit file: a unit with drop-ins only (an
+	// empty contents: would mask the real one with an empty file).
+	Contents string   `yaml:"contents,omitempty"`
 	Dropins  []dropin `yaml:"dropins,omitempty"`
 }
 
@@ -133,53 +134,26 @@ func (p plan) butane() ([]byte, error) {
 		inlineFile(SysusersFile, 0o644, sysusers),
 		inlineFile(TmpfilesFile, 0o644, tmpfiles))
 	for _, d := range p.downloads {
-		st.Files = append(st.Files, file{
-			Path: d.path, Mode: 0o755, Overwrite: true,
-			Contents: resource{Source: d.url, Verification: &verification{Hash: "sha256-" + d.sha256}},
-		})
+		st.Files = append(st.Files, remoteFile(d, 0o755))
 	}
 	// Relative, so the link also resolves under a root prefix (ignition-apply
 	// --root, tests); on the host it is /opt/etcd/current -> /opt/etcd/vX.Y.Z.
 	st.Links = append(st.Links, link{Path: EtcdCurrent, Target: "v" + p.etcdVersion, Hard: false, Overwrite: true})
+	if p.sysext != nil {
+		p.sysext.storage(st)
+	}
 
-	enabled := map[string]bool{}
-	on := units.Enabled()
-	if p.manual {
-		on = units.ManualEnabled()
+	enabled, err := p.enabledUnits()
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range append(on, p.enable...) {
-		enabled[n] = true
+	if p.sysext != nil {
+		c.Systemd.Units, err = p.sysextUnits(enabled)
+	} else {
+		c.Systemd.Units, err = p.embeddedUnits(enabled)
 	}
-	yes, no := true, false
-	for _, n := range units.Names() {
-		b, err := units.Read(n)
-		if err != nil {
-			return nil, fmt.Errorf("ignition: unit %s: %w", n, err)
-		}
-		u := unit{Name: n, Contents: string(b)}
-		if n == "etcd-volume-renew.timer" && p.renewEvery > 0 {
-			every := p.renewEvery.String()
-			u.Dropins = []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"}}
-		}
-		if n == "etcd-snapshot-uploader.timer" && p.backupCal != "" {
-			u.Dropins = []dropin{{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"}}
-		}
-		if n == "etcd-member-join.service" && p.manual {
-			u.Dropins = []dropin{{Name: "10-manual.conf", Contents: "# etcdadm render --manual: runs at boot once 'etcdadm init' or 'etcdadm join' made\n# this host a member (etcd comes back on its own data); the store is the host's.\n[Unit]\nConditionPathExists=" + manualCreated + "\n[Service]\nReadWritePaths=" + ManualStoreDir + "\n"}}
-		}
-		if enabled[n] {
-			u.Enabled = &yes
-			delete(enabled, n)
-		} else {
-			// Said explicitly, though Ignition writes a "disable" preset only
-			// for a unit already enabled: the distribution's default preset
-			// ("disable *" on Flatcar and Fedora CoreOS) keeps it off.
-			u.Enabled = &no
-		}
-		c.Systemd.Units = append(c.Systemd.Units, u)
-	}
-	if len(enabled) > 0 {
-		return nil, fmt.Errorf("%w: units to enable %v are not embedded units (see units/)", ErrInvalid, slices.Sorted(maps.Keys(enabled)))
+	if err != nil {
+		return nil, err
 	}
 
 	var buf bytes.Buffer
@@ -196,6 +170,68 @@ func (p plan) butane() ([]byte, error) {
 		return nil, fmt.Errorf("ignition: encode butane: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// enabledUnits are the embedded units this config enables.
+func (p plan) enabledUnits() ([]string, error) {
+	on := units.Enabled()
+	if p.manual {
+		on = units.ManualEnabled()
+	}
+	names := units.Names()
+	var out, unknown []string
+	for _, n := range append(slices.Clone(on), p.enable...) {
+		switch {
+		case !slices.Contains(names, n):
+			if !slices.Contains(unknown, n) {
+				unknown = append(unknown, n)
+			}
+		case !slices.Contains(out, n):
+			out = append(out, n)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("%w: units to enable %v are not embedded units (see units/)", ErrInvalid, unknown)
+	}
+	return out, nil
+}
+
+// embeddedUnits writes every embedded unit, enabled or not.
+func (p plan) embeddedUnits(enabled []string) ([]unit, error) {
+	var out []unit
+	for _, n := range units.Names() {
+		b, err := units.Read(n)
+		if err != nil {
+			return nil, fmt.Errorf("ignition: unit %s: %w", n, err)
+		}
+		// Enabled false is said explicitly, though Ignition writes a
+		// "disable" preset only for a unit already enabled: the
+		// distribution's default preset ("disable *" on Flatcar and Fedora
+		// CoreOS) keeps it off.
+		on := slices.Contains(enabled, n)
+		out = append(out, unit{Name: n, Contents: string(b), Enabled: &on, Dropins: p.dropins(n)})
+	}
+	return out, nil
+}
+
+// dropins are what this config changes in embedded unit n.
+func (p plan) dropins(n string) []dropin {
+	switch {
+	case n == "etcd-volume-renew.timer" && p.renewEvery > 0:
+		every := p.renewEvery.String()
+		return []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"}}
+	case n == "etcd-snapshot-uploader.timer" && p.backupCal != "":
+		return []dropin{{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"}}
+	case n == "etcd-member-join.service" && p.manual:
+		return []dropin{{Name: "10-manual.conf", Contents: "# etcdadm render --manual: runs at boot once 'etcdadm init' or 'etcdadm join' made\n# this host a member (etcd comes back on its own data); the store is the host's.\n[Unit]\nConditionPathExists=" + manualCreated + "\n[Service]\nReadWritePaths=" + ManualStoreDir + "\n"}}
+	}
+	return nil
+}
+
+// remoteFile is a file Ignition downloads and checks.
+func remoteFile(d download, m mode) file {
+	return file{Path: d.path, Mode: m, Overwrite: true, Contents: resource{Source: d.url, Verification: &verification{Hash: "sha256-" + d.sha256}}}
 }
 
 func inlineFile(path string, m mode, contents string) file {

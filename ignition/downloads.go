@@ -8,24 +8,14 @@ import (
 )
 
 func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
-	u, err := url.Parse(base)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("--binaries-base-url: %w", err)
-	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return nil, fmt.Errorf("--binaries-base-url %q: expected http(s)://host[:port]/path", base)
-	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		return nil, fmt.Errorf("--binaries-base-url %q: no query, fragment or credentials: the file paths are appended to it", base)
-	}
-	raw, err := os.ReadFile(sumsFile)
+	base, err := checkBaseURL(base)
 	if err != nil {
-		return nil, fmt.Errorf("--sha256-file: %w", err)
+		return nil, err
 	}
-	sums, err := parseSums(raw)
+	sums, err := readSums(sumsFile)
 	if err != nil {
-		return nil, fmt.Errorf("--sha256-file %s: %w", sumsFile, err)
+		return nil, err
 	}
-	base = strings.TrimSuffix(base, "/")
 	etcdRel := "etcd/v" + etcdVersion
 	var want []download
 	for _, p := range programs() {
@@ -49,6 +39,34 @@ func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
 			sumsFile, strings.Join(missing, ", "), strings.Join(programs(), " bin/"), etcdRel)
 	}
 	return want, nil
+}
+
+// checkBaseURL checks --binaries-base-url, to which file paths are
+// appended, and returns it without a trailing slash.
+func checkBaseURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--binaries-base-url: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return "", fmt.Errorf("--binaries-base-url %q: expected http(s)://host[:port]/path", base)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return "", fmt.Errorf("--binaries-base-url %q: no query, fragment or credentials: the file paths are appended to it", base)
+	}
+	return strings.TrimSuffix(base, "/"), nil
+}
+
+// readSums reads --sha256-file: relative path -> sha256.
+func readSums(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--sha256-file: %w", err)
+	}
+	sums, err := parseSums(raw)
+	if err != nil {
+		return nil, fmt.Errorf("--sha256-file %s: %w", path, err)
+	}
+	return sums, nil
 }
 
 // parseSums reads sha256sum output: "<64 hex>  <path>" or "<hex> *<path>"

@@ -30,6 +30,10 @@ func butaneVersion(v Variant) (string, bool) {
 	return "", false
 }
 
+// enablesSysext tells whether a variant's config must enable
+// systemd-sysext.service: Flatcar enables it itself, Fedora CoreOS not.
+func enablesSysext(v Variant) bool { return v == FCOS }
+
 // Binaries says where the hosts get their programs from.
 type Binaries string
 
@@ -40,6 +44,12 @@ const (
 	// BinariesBaked: the binaries are already in the image (or bind
 	// mounted) at /opt/etcdadm/bin and /opt/etcd/vX.Y.Z; no file entries.
 	BinariesBaked Binaries = "baked"
+	// BinariesSysext: etcd and etcdadm come as systemd-sysext images
+	// (images/sysext/build.sh), our units with them: Ignition downloads
+	// the images (BinariesBaseURL, SHA256File) into /opt/extensions/NAME/
+	// and links /etc/extensions/NAME.raw to them, or SysextBaked finds
+	// them in /etc/extensions already.
+	BinariesSysext Binaries = "sysext"
 )
 
 // Host paths the config writes. The units name the same paths.
@@ -115,7 +125,22 @@ type Options struct {
 	BinariesBaseURL string
 	// SHA256File (url mode) is in sha256sum's format, naming the files by
 	// those same relative paths ("<hex>  etcd/v3.6.16/etcd").
+	//
+	// In sysext mode BinariesBaseURL serves the images and SHA256File is
+	// their SHA256SUMS: the directory make images writes, as it is.
 	SHA256File string
+
+	// SysextBaked (sysext mode): the images are in the host's image at
+	// /etc/extensions/etcdadm.raw and /etc/extensions/etcd-X.Y.raw, for
+	// EtcdVersion's minor at least; nothing is downloaded.
+	SysextBaked bool
+	// SysextEtcdVersions (sysext mode) are further etcd versions to
+	// install as images, one a minor besides EtcdVersion's: the version
+	// switcher then moves to them without a download.
+	SysextEtcdVersions []string
+	// SysextEtcdadmVersion (sysext mode) picks the etcdadm image when
+	// SHA256File lists several.
+	SysextEtcdadmVersion string
 }
 
 // OutputName is the base name for the .bu and .ign files: the member name,
@@ -137,6 +162,7 @@ type plan struct {
 	hostEnv     []envVar // host.env; empty: no file
 	credentials string
 	downloads   []download    // url mode only
+	sysext      *sysextPlan   // sysext mode only
 	secret      bool          // credentials came from a file
 	enable      []string      // units enabled besides units.Enabled()
 	manual      bool          // Options.Manual

@@ -2,10 +2,12 @@
 // master: etcdadm's settings and S3 credentials in /etc/etcdadm, the etcd
 // user (sysusers.d) and directories (tmpfiles.d), the binaries (downloaded
 // and verified by Ignition, or baked into the image), and every embedded
-// systemd unit. Butane is translated with Ignition's own butane/config,
-// strictly (a warning is an error), and the result is parsed again with
-// Ignition's config/v3_4. It is pure apart from reading the two files
-// Options names: etcdadm render and the e2e harness call Render.
+// systemd unit; or, with --binaries sysext, the sysext images (the units
+// come with them: the config adds drop-ins) and their sysupdate transfers.
+// Butane is translated with Ignition's own butane/config, strictly (a
+// warning is an error), and the result is parsed again with Ignition's
+// config/v3_4. It is pure apart from reading the two files Options names:
+// etcdadm render and the e2e harness call Render.
 package ignition
 
 import (

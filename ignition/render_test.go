@@ -5,9 +5,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"flag"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,9 +28,11 @@ const (
 	sums  = "testdata/SHA256SUMS"
 	creds = "testdata/credentials"
 	s3URL = "s3://etcd-backups/prod/main?endpoint=https://minio.internal:9000&region=eu-west-1"
+	// sysextSums is a SHA256SUMS as make images writes it (of fake images).
+	sysextSums = "testdata/sysext/SHA256SUMS"
 )
 
-// goldenCases cover both variants, both binary modes, shared and per host.
+// goldenCases cover both variants, every binary mode, shared and per host.
 var goldenCases = []struct {
 	name string
 	opts Options
@@ -57,6 +61,18 @@ var goldenCases = []struct {
 		Env:               map[string]string{"ETCDADM_VOLUME_PROVIDER": "pool", "ETCDADM_VOLUME_LEASE": "45s"},
 		S3CredentialsFile: creds,
 		Binaries:          BinariesURL, BinariesBaseURL: "http://10.0.0.1:8080", SHA256File: sums,
+	}},
+	{"flatcar-sysext-shared", Options{
+		Variant: Flatcar, Store: s3URL, EtcdVersion: "3.6.16",
+		S3CredentialsFile: creds, EnableUnits: []string{"etcd-dns-registrar.service"}, BackupInterval: 5 * time.Minute,
+		Binaries: BinariesSysext, BinariesBaseURL: "https://artifacts.example.com/sysext/", SHA256File: sysextSums,
+		SysextEtcdVersions: []string{"3.5.35", "3.7.3"},
+	}},
+	{"fcos-sysext-baked-host", Options{
+		Variant: FCOS, Store: "file:///var/lib/etcdadm/store", EtcdVersion: "3.6.16",
+		Env:  map[string]string{"ETCDADM_VOLUME_PROVIDER": "pool", "ETCDADM_VOLUME_LEASE": "45s"},
+		Name: "etcd-c", Host: "etcd-c.internal.example.com",
+		Binaries: BinariesSysext, SysextBaked: true,
 	}},
 }
 
@@ -132,10 +148,17 @@ func TestIgnitionContents(t *testing.T) {
 			if tc.opts.Manual {
 				on = []string{"etcd-member-join.service", "etcd-pki-renew.timer"}
 			}
-			checkUnits(t, cfg, on)
+			on = append(slices.Clone(on), tc.opts.EnableUnits...)
 			files := map[string]types.File{}
 			for _, f := range cfg.Storage.Files {
 				files[f.Path] = f
+			}
+			if tc.opts.Binaries == BinariesSysext {
+				checkSysextUnits(t, cfg, tc.opts.Variant, on)
+				checkSysextImages(t, cfg, files, tc.opts)
+			} else {
+				checkUnits(t, cfg, on)
+				checkLoose(t, cfg, tc.opts)
 			}
 
 			cred, ok := files[CredentialsFile]
@@ -184,52 +207,201 @@ func TestIgnitionContents(t *testing.T) {
 			if !strings.Contains(tmp, "d /var/lib/etcd  0700 etcd etcd") {
 				t.Errorf("tmpfiles.d does not make /var/lib/etcd 0700 etcd:\n%s", tmp)
 			}
-
-			if len(cfg.Storage.Links) != 1 {
-				t.Fatalf("links %+v, want just %s", cfg.Storage.Links, EtcdCurrent)
-			}
-			l := cfg.Storage.Links[0]
-			if l.Path != EtcdCurrent || l.Target == nil || *l.Target != "v"+tc.opts.EtcdVersion || l.Hard == nil || *l.Hard {
-				t.Errorf("link %+v, want soft %s -> v%s", l, EtcdCurrent, tc.opts.EtcdVersion)
-			}
-
-			var bins []string
-			for _, f := range cfg.Storage.Files {
-				if strings.HasPrefix(f.Path, "/opt/") {
-					bins = append(bins, f.Path)
-					if f.Mode == nil || *f.Mode != 0o755 {
-						t.Errorf("%s mode %v, want 0755", f.Path, f.Mode)
-					}
-					if f.Contents.Verification.Hash == nil || !strings.HasPrefix(*f.Contents.Verification.Hash, "sha256-") {
-						t.Errorf("%s is downloaded without a sha256", f.Path)
-					}
-				}
-			}
-			if tc.opts.Binaries == BinariesBaked && len(bins) > 0 {
-				t.Errorf("baked binaries, yet files %v", bins)
-			}
-			// Every program an enabled unit (or a unit those start) runs is
-			// downloaded: read from the units' own ExecStart= lines, not
-			// from render's list.
-			if tc.opts.Binaries == BinariesURL {
-				for _, u := range cfg.Systemd.Units {
-					if u.Contents == nil {
-						continue
-					}
-					for _, line := range strings.Split(*u.Contents, "\n") {
-						exe, ok := strings.CutPrefix(line, "ExecStart=")
-						if !ok {
-							continue
-						}
-						exe, _, _ = strings.Cut(exe, " ")
-						exe = strings.Replace(exe, EtcdCurrent, EtcdDir+"/v"+tc.opts.EtcdVersion, 1)
-						if !slices.Contains(bins, exe) {
-							t.Errorf("%s runs %s, which the config does not download (downloads: %v)", u.Name, exe, bins)
-						}
-					}
-				}
-			}
 		})
+	}
+}
+
+// checkLoose: binaries baked or downloaded as files, etcd's in
+// /opt/etcd/vX.Y.Z, the only link /opt/etcd/current.
+func checkLoose(t *testing.T, cfg types.Config, o Options) {
+	t.Helper()
+	if len(cfg.Storage.Links) != 1 {
+		t.Fatalf("links %+v, want just %s", cfg.Storage.Links, EtcdCurrent)
+	}
+	checkCurrent(t, cfg.Storage.Links[0], o.EtcdVersion)
+
+	var bins []string
+	for _, f := range cfg.Storage.Files {
+		if strings.HasPrefix(f.Path, "/opt/") {
+			bins = append(bins, f.Path)
+			if f.Mode == nil || *f.Mode != 0o755 {
+				t.Errorf("%s mode %v, want 0755", f.Path, f.Mode)
+			}
+			if f.Contents.Verification.Hash == nil || !strings.HasPrefix(*f.Contents.Verification.Hash, "sha256-") {
+				t.Errorf("%s is downloaded without a sha256", f.Path)
+			}
+		}
+	}
+	if o.Binaries == BinariesBaked && len(bins) > 0 {
+		t.Errorf("baked binaries, yet files %v", bins)
+	}
+	// Every program an enabled unit (or a unit those start) runs is
+	// downloaded: read from the units' own ExecStart= lines, not
+	// from render's list.
+	if o.Binaries == BinariesURL {
+		for _, u := range cfg.Systemd.Units {
+			if u.Contents == nil {
+				continue
+			}
+			for _, line := range strings.Split(*u.Contents, "\n") {
+				exe, ok := strings.CutPrefix(line, "ExecStart=")
+				if !ok {
+					continue
+				}
+				exe, _, _ = strings.Cut(exe, " ")
+				exe = strings.Replace(exe, EtcdCurrent, EtcdDir+"/v"+o.EtcdVersion, 1)
+				if !slices.Contains(bins, exe) {
+					t.Errorf("%s runs %s, which the config does not download (downloads: %v)", u.Name, exe, bins)
+				}
+			}
+		}
+	}
+}
+
+func checkCurrent(t *testing.T, l types.Link, version string) {
+	t.Helper()
+	if l.Path != EtcdCurrent || l.Target == nil || *l.Target != "v"+version || l.Hard == nil || *l.Hard {
+		t.Errorf("link %+v, want soft %s -> v%s", l, EtcdCurrent, version)
+	}
+}
+
+// checkSysextUnits: the config writes and enables none of the units the
+// etcdadm image has; every enabled unit is wanted by a unit that starts
+// once the images are merged (etcdadm-sysext.target, upheld by
+// multi-user.target, or the unit its WantedBy= names), and none is upheld
+// (fencing stops them for good).
+func checkSysextUnits(t *testing.T, cfg types.Config, variant Variant, on []string) {
+	t.Helper()
+	got := map[string]types.Unit{}
+	wanted := map[string]string{} // unit -> the unit that wants it
+	for _, u := range cfg.Systemd.Units {
+		got[u.Name] = u
+		texts := []string{}
+		if u.Contents != nil {
+			texts = append(texts, *u.Contents)
+		}
+		for _, d := range u.Dropins {
+			texts = append(texts, *d.Contents)
+		}
+		for _, text := range texts {
+			for _, line := range strings.Split(text, "\n") {
+				if n, ok := strings.CutPrefix(line, "Wants="); ok {
+					wanted[n] = u.Name
+				}
+				if n, ok := strings.CutPrefix(line, "Upholds="); ok && slices.Contains(units.Names(), n) {
+					t.Errorf("%s upholds %s: it would come back after a fence", u.Name, n)
+				}
+			}
+		}
+	}
+	for _, n := range units.Names() {
+		if u, ok := got[n]; ok && (u.Contents != nil || u.Enabled != nil) {
+			t.Errorf("%s is the etcdadm image's; the config writes it (%v) or enables it (%v)", n, u.Contents != nil, u.Enabled != nil)
+		}
+	}
+	target, ok := got["etcdadm-sysext.target"]
+	if !ok || target.Contents == nil {
+		t.Fatal("no etcdadm-sysext.target")
+	}
+	upheld := false
+	for _, d := range got["multi-user.target"].Dropins {
+		upheld = upheld || strings.Contains(*d.Contents, "\nUpholds=etcdadm-sysext.target\n")
+	}
+	if !upheld {
+		t.Error("multi-user.target does not uphold etcdadm-sysext.target")
+	}
+	// Wanted where its WantedBy= says: a unit wanted by etcd.service must
+	// not start before etcd (etcd-wait-healthy.service binds to it).
+	for _, n := range on {
+		by, _ := units.WantedBy(n)
+		if len(by) == 0 {
+			t.Errorf("%s is enabled, yet has no WantedBy=", n)
+			continue
+		}
+		want := by[0]
+		if strings.HasSuffix(want, ".target") {
+			want = "etcdadm-sysext.target"
+		}
+		if wanted[n] != want {
+			t.Errorf("%s is enabled (WantedBy=%s), wanted by %q; want %s", n, by[0], wanted[n], want)
+		}
+	}
+	for n := range wanted {
+		if !slices.Contains(on, n) {
+			t.Errorf("%s is wanted, yet not enabled", n)
+		}
+	}
+	sysextOn := got["systemd-sysext.service"].Enabled != nil && *got["systemd-sysext.service"].Enabled
+	if want := variant == FCOS; sysextOn != want {
+		t.Errorf("%s: systemd-sysext.service enabled %v, want %v (Flatcar enables it itself)", variant, sysextOn, want)
+	}
+}
+
+// checkSysextImages: each image (the cluster's etcd, the extra ones,
+// etcdadm) downloaded with its sha256 and activated as
+// /etc/extensions/NAME.raw, and kept current by a sysupdate component of
+// its own from the same URL; nothing of that when the images are baked.
+func checkSysextImages(t *testing.T, cfg types.Config, files map[string]types.File, o Options) {
+	t.Helper()
+	links := map[string]string{}
+	for _, l := range cfg.Storage.Links {
+		if l.Path == EtcdCurrent {
+			checkCurrent(t, l, o.EtcdVersion)
+			continue
+		}
+		links[l.Path] = *l.Target
+	}
+	if o.SysextBaked {
+		for p := range files {
+			if strings.HasPrefix(p, "/opt/") || strings.HasPrefix(p, "/etc/sysupdate") {
+				t.Errorf("baked images, yet file %s", p)
+			}
+		}
+		if len(links) > 0 {
+			t.Errorf("baked images, yet links %v", links)
+		}
+		return
+	}
+	base := strings.TrimSuffix(o.BinariesBaseURL, "/")
+	want := map[string]string{"etcdadm": ""} // extension -> its image's file, "" any
+	for _, v := range append([]string{o.EtcdVersion}, o.SysextEtcdVersions...) {
+		want["etcd-"+v[:strings.LastIndex(v, ".")]] = "etcd-v" + v + "-x86-64.raw"
+	}
+	if len(links) != len(want) {
+		t.Errorf("extension links %v, want one for each of %v", links, slices.Sorted(maps.Keys(want)))
+	}
+	for name, file := range want {
+		link := "/etc/extensions/" + name + ".raw"
+		target, ok := links[link]
+		if !ok {
+			t.Errorf("%s missing", link)
+			continue
+		}
+		img := path.Join(path.Dir(link), target)
+		f, ok := files[img]
+		switch {
+		case !ok:
+			t.Errorf("%s -> %s, which the config does not download", link, img)
+			continue
+		case !strings.HasPrefix(img, "/opt/extensions/"+name+"/") || file != "" && path.Base(img) != file:
+			t.Errorf("%s -> %s, want /opt/extensions/%s/%s", link, img, name, file)
+		case f.Mode == nil || *f.Mode != 0o644:
+			t.Errorf("%s mode %v, want 0644", img, f.Mode)
+		case f.Contents.Verification.Hash == nil || !strings.HasPrefix(*f.Contents.Verification.Hash, "sha256-"):
+			t.Errorf("%s is downloaded without a sha256", img)
+		case *f.Contents.Source != base+"/"+path.Base(img):
+			t.Errorf("%s from %s, want %s/%s", img, *f.Contents.Source, base, path.Base(img))
+		}
+		dir := "/etc/sysupdate." + name + ".d/" + name
+		tr := contents(t, mustFile(t, files, dir+".transfer", 0o644))
+		if conf := contents(t, mustFile(t, files, dir+".conf", 0o644)); conf != tr {
+			t.Errorf("%s.conf differs from %s.transfer", dir, dir)
+		}
+		for _, line := range []string{"Path=" + base, "Path=/opt/extensions/" + name, "CurrentSymlink=" + link} {
+			if !strings.Contains(tr, "\n"+line+"\n") {
+				t.Errorf("%s.transfer lacks %s:\n%s", dir, line, tr)
+			}
+		}
 	}
 }
 
@@ -361,6 +533,15 @@ func TestRenderErrors(t *testing.T) {
 		return o
 	}
 
+	withSysext := func(f func(*Options)) Options {
+		o := ok
+		o.Binaries, o.BinariesBaseURL, o.SHA256File = BinariesSysext, "https://example.com/sysext", sysextSums
+		f(&o)
+		return o
+	}
+	raw, _ = os.ReadFile(sysextSums)
+	twoEtcdadm := write("two", string(raw)+strings.Repeat("ab", 32)+"  etcdadm-1.0.1-x86-64.raw\n")
+
 	for _, tc := range []struct {
 		name string
 		opts Options
@@ -385,6 +566,7 @@ func TestRenderErrors(t *testing.T) {
 		{"not a credentials file", with(func(o *Options) { o.S3CredentialsFile = notCreds }), "aws_access_key_id"},
 		{"no default profile", with(func(o *Options) { o.S3CredentialsFile = otherProfile }), "[default]"},
 		{"no binaries mode", with(func(o *Options) { o.Binaries = "" }), "--binaries url"},
+		{"unknown binaries mode", with(func(o *Options) { o.Binaries = "oci" }), "--binaries sysext (as systemd-sysext images)"},
 		{"url without base", with(func(o *Options) { o.Binaries, o.SHA256File = BinariesURL, sums }), "--binaries-base-url"},
 		{"url without sums", with(func(o *Options) { o.Binaries, o.BinariesBaseURL = BinariesURL, "https://example.com" }), "--sha256-file"},
 		{"missing hash", withURL(func(o *Options) { o.SHA256File = noEtcdutl }), "no sha256 for etcd/v3.6.16/etcdutl"},
@@ -394,6 +576,20 @@ func TestRenderErrors(t *testing.T) {
 		{"ftp base", withURL(func(o *Options) { o.BinariesBaseURL = "ftp://example.com" }), "http(s)://"},
 		{"base with query", withURL(func(o *Options) { o.BinariesBaseURL = "https://example.com/b?x=1" }), "no query"},
 		{"baked with sums", with(func(o *Options) { o.SHA256File = sums }), "--binaries baked downloads nothing"},
+		{"sysext without base", withSysext(func(o *Options) { o.BinariesBaseURL = "" }), "--binaries sysext needs --binaries-base-url URL and --sha256-file SUMS"},
+		{"sysext without sums", withSysext(func(o *Options) { o.SHA256File = "" }), "or --sysext-baked when the images are in /etc/extensions"},
+		{"sysext baked with url", withSysext(func(o *Options) { o.SysextBaked = true }), "--sysext-baked downloads nothing"},
+		{"sysext flags without sysext", with(func(o *Options) { o.SysextEtcdVersions = []string{"3.7.3"} }), "are for --binaries sysext"},
+		{"sysext ftp base", withSysext(func(o *Options) { o.BinariesBaseURL = "ftp://example.com" }), "http(s)://"},
+		{"sysext unreadable sums", withSysext(func(o *Options) { o.SHA256File = filepath.Join(dir, "missing") }), "--sha256-file"},
+		{"sysext image not built", withSysext(func(o *Options) { o.EtcdVersion = "3.6.15" }), "no sha256 for etcd-v3.6.15-x86-64.raw"},
+		{"sysext extra image not built", withSysext(func(o *Options) { o.SysextEtcdVersions = []string{"3.5.26"} }), "no sha256 for etcd-v3.5.26-x86-64.raw"},
+		{"sysext extra of the same minor", withSysext(func(o *Options) { o.SysextEtcdVersions = []string{"3.6.15"} }), "etcd 3.6 comes from --etcd-version 3.6.16 already; one image a minor"},
+		{"sysext extra twice", withSysext(func(o *Options) { o.SysextEtcdVersions = []string{"3.7.3", "3.7.2"} }), "comes from --sysext-etcd-version 3.7.3 already"},
+		{"sysext extra unsupported", withSysext(func(o *Options) { o.SysextEtcdVersions = []string{"3.4.26"} }), "--sysext-etcd-version: etcdVersion \"3.4.26\""},
+		{"sysext sums of the url mode", withSysext(func(o *Options) { o.SHA256File = sums }), "names no etcdadm image"},
+		{"sysext several etcdadm images", withSysext(func(o *Options) { o.SHA256File = twoEtcdadm }), "pick the hosts' with --sysext-etcdadm-version"},
+		{"sysext etcdadm version not built", withSysext(func(o *Options) { o.SysextEtcdadmVersion = "9.9.9" }), "no sha256 for etcdadm-9.9.9-x86-64.raw"},
 		{"bad name", with(func(o *Options) { o.Name = "Etcd_A" }), "--name"},
 		{"bad ip", with(func(o *Options) { o.IPs = []string{"10.0.0.300"} }), "--ip"},
 		{"bad host", with(func(o *Options) { o.Host = "a b" }), "--host"},
@@ -468,10 +664,7 @@ func TestBackupInterval(t *testing.T) {
 	dropin := func(d time.Duration) (string, error) {
 		return timerDropin(Options{BackupInterval: d}, "etcd-snapshot-uploader.timer")
 	}
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Fatal("systemd-analyze not found: install the systemd package (make components does)")
-	}
+	analyze := systemdAnalyze(t)
 	for d, want := range map[time.Duration]string{5 * time.Minute: "OnCalendar=*:0/5", 30 * time.Minute: "OnCalendar=*:0/30", 6 * time.Hour: "OnCalendar=0/6:00"} {
 		got, err := dropin(d)
 		if err != nil || !strings.Contains(got, "OnCalendar=\n"+want+"\n") {
@@ -510,4 +703,110 @@ func timerDropin(o Options, unit string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// TestSysextUnitsVerify: systemd accepts a sysext host's units as it will
+// see them: the etcdadm image's (as build.sh installs them, programs in
+// /usr/bin) under /usr/lib, the config's target and drop-ins under /etc.
+func TestSysextUnitsVerify(t *testing.T) {
+	analyze := systemdAnalyze(t)
+	for _, tc := range goldenCases {
+		if tc.opts.Binaries != BinariesSysext {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := renderConfig(t, tc.opts)
+			root := t.TempDir()
+			image, etc := filepath.Join(root, "usr/lib/systemd/system"), filepath.Join(root, "etc/systemd/system")
+			bin := filepath.Join(root, "usr/bin")
+			for _, n := range units.Names() {
+				b, _ := units.Read(n)
+				b = bytes.ReplaceAll(b, []byte(BinDir+"/"), []byte(bin+"/"))
+				b = bytes.ReplaceAll(b, []byte(EtcdCurrent+"/"), []byte(bin+"/"))
+				writeFile(t, filepath.Join(image, n), string(b), 0o644)
+			}
+			for _, p := range append(units.Programs(), "etcd") {
+				writeFile(t, filepath.Join(bin, p), "#!/bin/sh\n", 0o755)
+			}
+			args := []string{"verify"}
+			for _, u := range cfg.Systemd.Units {
+				if u.Contents != nil {
+					writeFile(t, filepath.Join(etc, u.Name), *u.Contents, 0o644)
+				}
+				for _, d := range u.Dropins {
+					writeFile(t, filepath.Join(etc, u.Name+".d", d.Name), *d.Contents, 0o644)
+				}
+				args = append(args, u.Name)
+			}
+			cmd := exec.Command(analyze, args...)
+			// The trailing colon keeps systemd's own paths (multi-user.target).
+			cmd.Env = append(os.Environ(), "SYSTEMD_UNIT_PATH="+etc+":"+image+":")
+			out, err := cmd.CombinedOutput()
+			if err != nil || len(bytes.TrimSpace(out)) > 0 {
+				t.Fatalf("systemd-analyze verify %v: %v\n%s", args[1:], err, out)
+			}
+		})
+	}
+}
+
+// renderConfig renders o and parses the Ignition config.
+func renderConfig(t *testing.T, o Options) types.Config {
+	t.Helper()
+	_, ign, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(ign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func systemdAnalyze(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze not found: install the systemd package (make components does)")
+	}
+	return p
+}
+
+func writeFile(t *testing.T, path, s string, m os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(s), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSysextChoices: the etcdadm image named when SHA256SUMS lists
+// several; a master built by hand keeps its member-join drop-in on the
+// image's unit, and starts only member join and certificate renewal.
+func TestSysextChoices(t *testing.T) {
+	raw, err := os.ReadFile(sysextSums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := filepath.Join(t.TempDir(), "SHA256SUMS")
+	writeFile(t, two, string(raw)+strings.Repeat("ab", 32)+"  etcdadm-1.0.1-x86-64.raw\n", 0o644)
+	o := Options{Variant: Flatcar, Store: "file:///srv/store", EtcdVersion: "3.6.16",
+		Binaries: BinariesSysext, BinariesBaseURL: "https://example.com/sysext", SHA256File: two, SysextEtcdadmVersion: "1.0.1"}
+	bu, _, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(bu), "/opt/extensions/etcdadm/etcdadm-1.0.1-x86-64.raw") || strings.Contains(string(bu), "etcdadm-1.0.0") {
+		t.Errorf("--sysext-etcdadm-version 1.0.1 does not install etcdadm-1.0.1-x86-64.raw alone:\n%s", bu)
+	}
+
+	cfg := renderConfig(t, Options{Variant: FCOS, EtcdVersion: "3.6.16", Manual: true, Binaries: BinariesSysext, SysextBaked: true})
+	checkSysextUnits(t, cfg, FCOS, units.ManualEnabled())
+	for _, u := range cfg.Systemd.Units {
+		if u.Name == "etcd-member-join.service" && (len(u.Dropins) != 1 || u.Dropins[0].Name != "10-manual.conf") {
+			t.Errorf("etcd-member-join.service drop-ins %+v, want the manual one", u.Dropins)
+		}
+	}
 }

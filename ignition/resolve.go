@@ -121,13 +121,17 @@ func (o Options) resolve() (plan, error) {
 		errs = append(errs, err)
 	}
 
+	etcdOK := o.EtcdVersion != "" && clusterspec.CheckVersion(o.EtcdVersion) == nil
+	if o.Binaries != BinariesSysext && (o.SysextBaked || len(o.SysextEtcdVersions) > 0 || o.SysextEtcdadmVersion != "") {
+		bad("--sysext-baked, --sysext-etcd-version and --sysext-etcdadm-version are for --binaries sysext")
+	}
 	switch o.Binaries {
 	case BinariesURL:
 		if o.BinariesBaseURL == "" || o.SHA256File == "" {
 			bad("--binaries url needs --binaries-base-url URL and --sha256-file SUMS")
 			break
 		}
-		if o.EtcdVersion == "" || clusterspec.CheckVersion(o.EtcdVersion) != nil {
+		if !etcdOK {
 			break // reported above; the etcd paths depend on it
 		}
 		d, err := downloads(o.BinariesBaseURL, o.SHA256File, o.EtcdVersion)
@@ -139,8 +143,12 @@ func (o Options) resolve() (plan, error) {
 		if o.BinariesBaseURL != "" || o.SHA256File != "" {
 			bad("--binaries baked downloads nothing: drop --binaries-base-url and --sha256-file, or use --binaries url")
 		}
+	case BinariesSysext:
+		var serrs []error
+		p.sysext, serrs = o.resolveSysext(etcdOK)
+		errs = append(errs, serrs...)
 	default:
-		bad("binaries %q: pass --binaries url (Ignition downloads them, with --binaries-base-url and --sha256-file) or --binaries baked (already in the image)", o.Binaries)
+		bad("binaries %q: pass --binaries url (Ignition downloads them, with --binaries-base-url and --sha256-file), --binaries baked (already in the image) or --binaries sysext (as systemd-sysext images)", o.Binaries)
 	}
 
 	if len(errs) > 0 {

@@ -8,11 +8,14 @@ import (
 	"bufio"
 	"bytes"
 	"embed"
+	"fmt"
 	"io/fs"
 	"path"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/coreos/go-systemd/v22/unit"
 )
 
 //go:embed *.service *.timer
@@ -31,6 +34,26 @@ func Names() []string {
 
 // Read returns one unit's text.
 func Read(name string) ([]byte, error) { return files.ReadFile(name) }
+
+// WantedBy lists the units the [Install] section of unit name hooks it to
+// (WantedBy=): what enabling it means.
+func WantedBy(name string) ([]string, error) {
+	b, err := Read(name)
+	if err != nil {
+		return nil, fmt.Errorf("units: %w", err)
+	}
+	opts, err := unit.DeserializeOptions(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("units: %s: %w", name, err)
+	}
+	var out []string
+	for _, o := range opts {
+		if o.Section == "Install" && o.Name == "WantedBy" {
+			out = append(out, strings.Fields(o.Value)...)
+		}
+	}
+	return out, nil
+}
 
 // ManualEnabled are the units a master built by hand enables (etcdadm
 // render --manual): member join at boot, to start the member on its own

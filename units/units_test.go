@@ -51,6 +51,31 @@ func TestUnitsParse(t *testing.T) {
 	}
 }
 
+// WantedBy reads [Install]: what enabling a unit hooks it to (render
+// --binaries sysext starts the units from their WantedBy= targets).
+func TestWantedBy(t *testing.T) {
+	for name, want := range map[string]string{
+		"etcd-member-join.service":  "multi-user.target",
+		"etcd-volume-renew.timer":   "timers.target",
+		"etcd-wait-healthy.service": "etcd.service",
+		"etcd.service":              "",
+		"etcd-pki-renew.service":    "",
+	} {
+		got, err := WantedBy(name)
+		if err != nil || strings.Join(got, " ") != want {
+			t.Errorf("WantedBy(%s) = %q, %v; want %q", name, got, err, want)
+		}
+	}
+	for _, name := range append(Enabled(), ManualEnabled()...) {
+		if got, _ := WantedBy(name); len(got) == 0 {
+			t.Errorf("%s is enabled, yet has no WantedBy=: enabling it does nothing", name)
+		}
+	}
+	if _, err := WantedBy("nope.service"); err == nil {
+		t.Error("WantedBy of a unit that is not embedded: no error")
+	}
+}
+
 // stubRoot copies the units into a temp dir, pointing their /opt paths at
 // stub executables there, so systemd-analyze can check them offline.
 func stubRoot(t *testing.T) string {

@@ -18,7 +18,11 @@
 #   sysupdate.d/               systemd-sysupdate transfer files: one per etcd
 #                              minor (unattended patch updates never cross a
 #                              minor) and one for etcdadm, each as NAME.transfer
-#                              (systemd 257+) and NAME.conf (older)
+#                              (systemd 257+) and NAME.conf (older); on a host
+#                              each goes in its own /etc/sysupdate.NAME.d (a
+#                              component: transfers in one directory share a
+#                              version), as etcdadm render --binaries sysext
+#                              puts them
 #
 # Everything is under /usr: an extension that ships /opt makes all of /opt
 # read-only while merged, and the switcher keeps /opt/etcd writable.
@@ -59,31 +63,6 @@ squash() { # ROOT IMAGE: a reproducible squashfs, written whole or not at all
   mv "$2.partial" "$2"
 }
 
-transfer() { # NAME PATTERN SYMLINK: sysupdate files in both naming styles
-  local body
-  body=$(cat <<EOF
-# systemd-sysupdate: $1 from $SYSEXT_URL
-[Transfer]
-# SHA256SUMS is not signed: sysupdate checks each image's hash against it.
-Verify=false
-
-[Source]
-Type=url-file
-Path=$SYSEXT_URL
-MatchPattern=$2
-
-[Target]
-Type=regular-file
-Path=/opt/extensions/$1
-MatchPattern=$2
-CurrentSymlink=/etc/extensions/$3
-InstancesMax=3
-EOF
-)
-  printf '%s\n' "$body" >"$out/sysupdate.d/$1.transfer"
-  printf '%s\n' "$body" >"$out/sysupdate.d/$1.conf"
-}
-
 for v in $ETCD_VERSIONS; do
   minor=${v%.*}
   img="$out/etcd-v$v-$arch.raw"
@@ -95,7 +74,6 @@ for v in $ETCD_VERSIONS; do
   done
   release "etcd-$minor" "$root"
   squash "$root" "$img"
-  transfer "etcd-$minor" "etcd-v$minor.@v-%a.raw" "etcd-$minor.raw"
   log "built $(basename "$img")"
 done
 
@@ -120,8 +98,12 @@ release etcdadm "$root" "EXTENSION_RELOAD_MANAGER=1
 "
 img="$out/etcdadm-$ETCDADM_VERSION-$arch.raw"
 squash "$root" "$img"
-transfer etcdadm "etcdadm-@v-%a.raw" "etcdadm.raw"
 log "built $(basename "$img")"
+
+# The transfer files come from internal/sysext: the text etcdadm render
+# --binaries sysext writes on the hosts.
+(cd "$repo" && go run ./images/sysext/sysupdate "$SYSEXT_URL" "$out/sysupdate.d" $ETCD_VERSIONS)
+log "wrote $out/sysupdate.d"
 
 (cd "$out" && sha256sum -- *.raw | sort -k2 >SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS)
 log "wrote $out/SHA256SUMS"

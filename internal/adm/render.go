@@ -34,6 +34,22 @@ the image; --binaries url to have Ignition download them from
 bin/etcd-snapshot-uploader, etcd/vX.Y.Z/{etcd,etcdctl,etcdutl}) and check each
 against --sha256-file (sha256sum's output for those relative paths).
 
+--binaries sysext: etcd and etcdadm come as the systemd-sysext images of
+'make images' (images/sysext/build.sh), our units with them. Serve that
+directory as it is and pass its URL as --binaries-base-url and its SHA256SUMS
+as --sha256-file: Ignition downloads etcd-vX.Y.Z-x86-64.raw (--etcd-version's,
+and one per --sysext-etcd-version, one a minor) and the etcdadm image into
+/opt/extensions/NAME/ and links /etc/extensions/NAME.raw to each (NAME:
+etcd-X.Y, etcdadm), checking their sha256; systemd-sysupdate transfers
+(/etc/sysupdate.NAME.d/NAME.transfer and .conf) keep them current from the
+same URL: systemd-sysupdate -C NAME update. With --sysext-baked the images are
+in the host's image at /etc/extensions already and nothing is downloaded.
+The config writes no unit files (the image has them), only drop-ins:
+multi-user.target upholds etcdadm-sysext.target, which starts the enabled
+units once the images are merged. Member join copies the etcd version
+/opt/etcd/current names from its image into /opt/etcd. On fcos the config
+enables systemd-sysext.service (Flatcar enables it itself).
+
 Translation is strict: any Butane or Ignition warning is an error. The output
 holds the S3 credentials: --out-dir files are written 0600.`,
 		Flags: []cli.Flag{
@@ -41,9 +57,12 @@ holds the S3 credentials: --out-dir files are written 0600.`,
 			optionalStoreFlag(),
 			&cli.StringFlag{Name: "etcd-version", Required: true, Usage: "etcd version the host runs first, e.g. 3.6.16 (the spec's; /opt/etcd/current links to it)"},
 			&cli.StringFlag{Name: "s3-credentials-file", Usage: "AWS shared-credentials file, copied into the config (needed for s3:// stores)"},
-			&cli.StringFlag{Name: "binaries", Required: true, Usage: "url (Ignition downloads and verifies them) or baked (already in the image)"},
-			&cli.StringFlag{Name: "binaries-base-url", Usage: "with --binaries url: http(s) URL serving bin/<program> and etcd/vX.Y.Z/<program>"},
-			&cli.StringFlag{Name: "sha256-file", Usage: "with --binaries url: sha256sum output for those paths (cd DIR && sha256sum bin/* etcd/vX.Y.Z/*)"},
+			&cli.StringFlag{Name: "binaries", Required: true, Usage: "url (Ignition downloads and verifies them), baked (already in the image) or sysext (systemd-sysext images of 'make images')"},
+			&cli.StringFlag{Name: "binaries-base-url", Usage: "with --binaries url: http(s) URL serving bin/<program> and etcd/vX.Y.Z/<program>; with --binaries sysext: serving the images and SHA256SUMS"},
+			&cli.StringFlag{Name: "sha256-file", Usage: "with --binaries url: sha256sum output for those paths (cd DIR && sha256sum bin/* etcd/vX.Y.Z/*); with --binaries sysext: the images' SHA256SUMS"},
+			&cli.BoolFlag{Name: "sysext-baked", Usage: "with --binaries sysext: the images are in /etc/extensions already (etcdadm.raw, etcd-X.Y.raw); nothing is downloaded"},
+			&cli.StringSliceFlag{Name: "sysext-etcd-version", Usage: "with --binaries sysext: also install this etcd version's image, one a minor, repeatable (the version switcher then needs no download)"},
+			&cli.StringFlag{Name: "sysext-etcdadm-version", Usage: "with --binaries sysext: the etcdadm image to install, when --sha256-file lists several"},
 			&cli.StringFlag{Name: "name", Usage: "this host's member name, for a per-host config (ETCDADM_MEMBER_NAME in host.env)"},
 			&cli.StringFlag{Name: "host", Usage: "how peers reach this host, address or DNS name (ETCDADM_HOST in host.env)"},
 			&cli.StringSliceFlag{Name: "ip", Usage: "this host's addresses for its certificates, repeatable (ETCDADM_IPS in host.env)"},
@@ -76,21 +95,24 @@ func renderAction(c *cli.Context) error {
 		env[k] = v
 	}
 	opts := ignition.Options{
-		Variant:           ignition.Variant(c.String("variant")),
-		Store:             c.String("store"),
-		EtcdVersion:       c.String("etcd-version"),
-		BackupInterval:    c.Duration("backup-interval"),
-		LogLevel:          c.String("host-log-level"),
-		Env:               env,
-		S3CredentialsFile: c.String("s3-credentials-file"),
-		Name:              c.String("name"),
-		Host:              c.String("host"),
-		IPs:               c.StringSlice("ip"),
-		Binaries:          ignition.Binaries(c.String("binaries")),
-		BinariesBaseURL:   c.String("binaries-base-url"),
-		SHA256File:        c.String("sha256-file"),
-		EnableUnits:       c.StringSlice("enable"),
-		Manual:            c.Bool("manual"),
+		Variant:              ignition.Variant(c.String("variant")),
+		Store:                c.String("store"),
+		EtcdVersion:          c.String("etcd-version"),
+		BackupInterval:       c.Duration("backup-interval"),
+		LogLevel:             c.String("host-log-level"),
+		Env:                  env,
+		S3CredentialsFile:    c.String("s3-credentials-file"),
+		Name:                 c.String("name"),
+		Host:                 c.String("host"),
+		IPs:                  c.StringSlice("ip"),
+		Binaries:             ignition.Binaries(c.String("binaries")),
+		BinariesBaseURL:      c.String("binaries-base-url"),
+		SHA256File:           c.String("sha256-file"),
+		SysextBaked:          c.Bool("sysext-baked"),
+		SysextEtcdVersions:   c.StringSlice("sysext-etcd-version"),
+		SysextEtcdadmVersion: c.String("sysext-etcdadm-version"),
+		EnableUnits:          c.StringSlice("enable"),
+		Manual:               c.Bool("manual"),
 	}
 	bu, ign, err := ignition.Render(opts)
 	if err != nil {

@@ -88,6 +88,36 @@ func TestRenderCommand(t *testing.T) {
 		}
 	})
 
+	// The sysext flags reach ignition.Options as they are.
+	t.Run("sysext", func(t *testing.T) {
+		sysextSums := filepath.Join("..", "..", "ignition", "testdata", "sysext", "SHA256SUMS")
+		o := want
+		o.Binaries, o.BinariesBaseURL, o.SHA256File = ignition.BinariesSysext, "https://example.com/sysext", sysextSums
+		o.SysextEtcdVersions, o.SysextEtcdadmVersion = []string{"3.5.35", "3.7.3"}, "1.0.0"
+		_, wantIgn, err := ignition.Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := append(append([]string{}, base...), "--binaries", "sysext", "--binaries-base-url", "https://example.com/sysext",
+			"--sha256-file", sysextSums, "--sysext-etcd-version", "3.5.35", "--sysext-etcd-version", "3.7.3", "--sysext-etcdadm-version", "1.0.0")
+		out, _, err := runRender(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != string(wantIgn) {
+			t.Error("output differs from ignition.Render's")
+		}
+		o = want
+		o.Binaries, o.SysextBaked = ignition.BinariesSysext, true
+		_, wantIgn, err = ignition.Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, _, err := runRender(t, append(append([]string{}, base...), "--binaries", "sysext", "--sysext-baked")...); err != nil || out != string(wantIgn) {
+			t.Errorf("--sysext-baked: %v, output same as ignition.Render's %v", err, out == string(wantIgn))
+		}
+	})
+
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -99,6 +129,7 @@ func TestRenderCommand(t *testing.T) {
 		{"bad store", []string{"--variant", "fcos", "--store", "nfs://server/x", "--etcd-version", "3.6.16", "--binaries", "baked"}, "unsupported scheme"},
 		{"format with out-dir", append(append([]string{}, base...), "--binaries", "baked", "--format", "butane"), "--format is for stdout"},
 		{"bad env", append(append([]string{}, base...), "--binaries", "baked", "--env", "ETCDADM_X"), "KEY=VALUE"},
+		{"sysext without images", append(append([]string{}, base...), "--binaries", "sysext"), "--binaries sysext needs --binaries-base-url URL and --sha256-file SUMS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "out")

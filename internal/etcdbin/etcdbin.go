@@ -219,6 +219,22 @@ func FileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// EnsureCurrent makes the version current names present before etcd
+// runs it: a host given its etcd as a sysext image (etcdadm render
+// --binaries sysext) has the link from Ignition and the programs only in
+// the merged image, until Ensure copies them. Without a current link there
+// is nothing to do (a test running a fixed binary).
+func (d Dir) EnsureCurrent(ctx context.Context, rel Releases) error {
+	v, err := d.Current()
+	if err != nil || d.Has(v) {
+		return nil
+	}
+	if err := d.Ensure(ctx, v, rel); err != nil {
+		return fmt.Errorf("etcdbin: %s names etcd %s: %w", d.current(), v, err)
+	}
+	return nil
+}
+
 // Ensure makes v present on this host: baked or installed already, copied
 // from a merged sysext image, or fetched from its release in the store.
 // A version from an image is copied, not linked: sysupdate may replace

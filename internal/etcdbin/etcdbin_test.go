@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
@@ -66,5 +67,43 @@ func TestEnsureFromExtension(t *testing.T) {
 	}
 	if err := d.Ensure(context.Background(), etcdversion.MustParse("3.7.3"), Releases{Store: st}); !errors.Is(err, ErrNoRelease) {
 		t.Errorf("Ensure of a version nowhere: %v, want ErrNoRelease", err)
+	}
+}
+
+// EnsureCurrent: /opt/etcd/current written by Ignition before the version
+// it names is there (a sysext host) gets that version from the merged
+// image; a present version, or no link at all, needs nothing.
+func TestEnsureCurrent(t *testing.T) {
+	root := t.TempDir()
+	d := HostDir(root)
+	if err := d.EnsureCurrent(context.Background(), Releases{}); err != nil {
+		t.Fatalf("no current link: %v", err)
+	}
+	if err := os.MkdirAll(string(d), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("v3.6.16", filepath.Join(string(d), "current")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.EnsureCurrent(context.Background(), Releases{Store: st})
+	if !errors.Is(err, ErrNoRelease) || !strings.Contains(err.Error(), "current names etcd 3.6.16") {
+		t.Errorf("nowhere to get 3.6.16 from: %v, want ErrNoRelease naming the link", err)
+	}
+	writeVersion(t, filepath.Join(root, ExtensionDir), "3.6.16")
+	if err := d.EnsureCurrent(context.Background(), Releases{}); err != nil {
+		t.Fatalf("from the image: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(string(d), "current", "etcd")); err != nil || string(b) != "#!/bin/sh\necho etcd 3.6.16\n" {
+		t.Errorf("current/etcd after EnsureCurrent: %q, %v", b, err)
+	}
+	if err := os.RemoveAll(filepath.Join(root, "usr")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.EnsureCurrent(context.Background(), Releases{}); err != nil {
+		t.Errorf("present in /opt/etcd, image gone: %v", err)
 	}
 }

@@ -13,10 +13,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 )
 
 // startEtcd writes etcd's environment file and starts (or restarts) etcd.
 func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token string) error {
+	// The binary first: nothing is written for an etcd that cannot run.
+	if err := etcdbin.HostDir(j.cfg.Root).EnsureCurrent(ctx, etcdbin.Releases{Store: j.d.Store}); err != nil {
+		return fmt.Errorf("member join: %w", err)
+	}
 	s := j.cluster.Settings
 	listen := j.cfg.ListenHost
 	if listen == "" {
