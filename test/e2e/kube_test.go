@@ -141,6 +141,14 @@ func (a apiserver) kubeconfig() string {
 	return fmt.Sprintf("admin-%d.conf", a.port)
 }
 
+// certDir is where a keeps the serving certificate it makes itself.
+func (a apiserver) certDir() string {
+	if a.port == 6443 {
+		return "/var/lib/kubernetes/pki"
+	}
+	return fmt.Sprintf("/var/lib/kubernetes/pki-%d", a.port)
+}
+
 // mainAPIServer is the host's own apiserver.
 func mainAPIServer(h *harness.Host) apiserver {
 	return apiserver{unit: "kube-apiserver.service", advertise: h.IP().String(), port: 6443}
@@ -155,7 +163,7 @@ func (k *kubePlane) startAll(t *testing.T, hosts []*harness.Host, etcdServers []
 	}
 	for _, h := range hosts {
 		k.waitReady(t, h, mainAPIServer(h), 3*time.Minute)
-		b, err := os.ReadFile(filepath.Join(h.Root(), "var/lib/kubernetes/pki/apiserver.crt"))
+		b, err := os.ReadFile(filepath.Join(h.Root(), mainAPIServer(h).certDir(), "apiserver.crt"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,10 +192,7 @@ func (k *kubePlane) install(t testing.TB, h *harness.Host, a apiserver, etcdServ
 			t.Fatalf("etcdadm pki issue-client kube-apiserver: %v\n%s", err, out)
 		}
 	}
-	certDir := "/var/lib/kubernetes/pki"
-	if a.port != 6443 {
-		certDir = fmt.Sprintf("/var/lib/kubernetes/pki-%d", a.port)
-	}
+	certDir := a.certDir()
 	files := map[string][]byte{
 		"etc/systemd/system/" + a.unit:     []byte(fmt.Sprintf(apiserverUnit, strings.Join(etcdServers, ","), a.advertise, a.port, certDir)),
 		"etc/kubernetes/" + a.kubeconfig(): []byte(fmt.Sprintf(adminKubeconfig, a.port, certDir)),
