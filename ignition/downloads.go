@@ -24,21 +24,32 @@ func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
 	for _, p := range etcdPrograms() {
 		want = append(want, download{path: EtcdDir + "/v" + etcdVersion + "/" + p, url: etcdRel + "/" + p})
 	}
-	var missing []string
-	for i, d := range want {
-		h, ok := sums[d.url]
-		if !ok {
-			missing = append(missing, d.url)
-			continue
-		}
-		want[i].sha256 = h
-		want[i].url = base + "/" + d.url
+	var files []string
+	for _, d := range want {
+		files = append(files, d.url)
+	}
+	hashes, missing := lookupSums(sums, files)
+	for i := range want {
+		want[i].sha256, want[i].url = hashes[i], base+"/"+want[i].url
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("--sha256-file %s: no sha256 for %s; refusing to render downloads Ignition cannot verify (write the file with: cd DIR && sha256sum bin/%s %s/*)",
 			sumsFile, strings.Join(missing, ", "), strings.Join(programs(), " bin/"), etcdRel)
 	}
 	return want, nil
+}
+
+// lookupSums gives the sha256 of each of files in sums (a SHA256SUMS
+// file's), and the files it has none for.
+func lookupSums(sums map[string]string, files []string) (hashes, missing []string) {
+	for _, f := range files {
+		h, ok := sums[f]
+		if !ok {
+			missing = append(missing, f)
+		}
+		hashes = append(hashes, h)
+	}
+	return hashes, missing
 }
 
 // checkBaseURL checks --binaries-base-url, to which file paths are

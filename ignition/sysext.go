@@ -75,18 +75,17 @@ func (o Options) resolveSysext(etcdOK bool) (*sysextPlan, []error) {
 
 // sysextDownloads are imgs from base, each with its hash in sums.
 func sysextDownloads(base string, sums map[string]string, imgs []sysext.Image) ([]sysextImage, error) {
-	var out []sysextImage
-	var missing []string
+	var files []string
 	for _, img := range imgs {
-		h, ok := sums[img.File]
-		if !ok {
-			missing = append(missing, img.File)
-			continue
-		}
-		out = append(out, sysextImage{Image: img, url: base + "/" + img.File, sha256: h})
+		files = append(files, img.File)
 	}
+	hashes, missing := lookupSums(sums, files)
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("no sha256 for %s; refusing to render downloads Ignition cannot verify", strings.Join(missing, ", "))
+	}
+	var out []sysextImage
+	for i, img := range imgs {
+		out = append(out, sysextImage{Image: img, url: base + "/" + img.File, sha256: hashes[i]})
 	}
 	return out, nil
 }
