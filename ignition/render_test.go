@@ -303,12 +303,10 @@ func checkSysextUnits(t *testing.T, cfg types.Config, variant Variant, on []stri
 	if !ok || target.Contents == nil {
 		t.Fatal("no etcdadm-sysext.target")
 	}
-	upheld := false
-	for _, d := range got["multi-user.target"].Dropins {
-		upheld = upheld || strings.Contains(*d.Contents, "\nUpholds=etcdadm-sysext.target\n")
-	}
-	if !upheld {
-		t.Error("multi-user.target does not uphold etcdadm-sysext.target")
+	starter, ok := got["etcdadm-sysext.service"]
+	if !ok || starter.Contents == nil || starter.Enabled == nil || !*starter.Enabled ||
+		!strings.Contains(*starter.Contents, "\nAfter=systemd-sysext.service\n") || !strings.Contains(*starter.Contents, "start --no-block etcdadm-sysext.target\n") {
+		t.Errorf("no enabled etcdadm-sysext.service that starts etcdadm-sysext.target after the merge: %+v", starter)
 	}
 	// Wanted where its WantedBy= says: a unit wanted by etcd.service must
 	// not start before etcd (etcd-wait-healthy.service binds to it).

@@ -16,9 +16,11 @@ import (
 
 // The sysext mode's own unit and drop-ins.
 const (
-	// sysextTarget starts the enabled units of the etcdadm image.
-	sysextTarget = "etcdadm-sysext.target"
-	sysextDropin = "10-etcdadm-sysext.conf"
+	// sysextTarget starts the enabled units of the etcdadm image;
+	// sysextStarter starts it once the images are merged.
+	sysextTarget  = "etcdadm-sysext.target"
+	sysextStarter = "etcdadm-sysext.service"
+	sysextDropin  = "10-etcdadm-sysext.conf"
 )
 
 // sysextPlan is what --binaries sysext adds: the images to download, or
@@ -178,11 +180,13 @@ func (s *sysextPlan) storage(st *storage) {
 
 // sysextUnits are the units of a sysext host. The unit files are the
 // etcdadm image's (/usr/lib/systemd/system), so the config writes none of
-// them, only drop-ins. Enabling (a .wants link, Wants= on
-// multi-user.target) would not start them: the boot's targets are
-// queued before systemd-sysext merges the images and the units exist.
-// Instead multi-user.target upholds sysextTarget, which starts once the
-// images are merged and wants every enabled unit hooked to a target;
+// them, only drop-ins. Enabling (a .wants link, Wants= or Upholds= on
+// multi-user.target) would not start them: the boot's transaction is
+// built before systemd-sysext merges the images, when the units do not
+// exist, and systemd before 255 does not even reload after a merge.
+// Instead sysextStarter, enabled and ordered after systemd-sysext.service,
+// reloads the manager and starts sysextTarget, which wants every enabled
+// unit hooked to a target;
 // units hooked to another unit (etcd-wait-healthy.service to etcd.service)
 // get a Wants= drop-in there, read when that unit starts. Upholds= on the
 // units themselves would restart them after etcd-volume-renew fenced the
@@ -213,14 +217,12 @@ func (p plan) sysextUnits(enabled []string) ([]unit, error) {
 	for t, ns := range byUnit {
 		dropins[t] = append(dropins[t], dropin{Name: sysextDropin, Contents: "# etcdadm render --binaries sysext: these units of the etcdadm image are\n# enabled (WantedBy=" + t + ").\n[Unit]\n" + lines("Wants=", ns)})
 	}
-	dropins["multi-user.target"] = append(dropins["multi-user.target"], dropin{Name: sysextDropin, Contents: "# etcdadm render --binaries sysext: start etcdadm's units once the sysext\n# images are merged (" + sysextTarget + " says why Upholds=).\n[Unit]\nUpholds=" + sysextTarget + "\n"})
-
-	out := []unit{{Name: sysextTarget, Contents: sysextTargetText(boot)}}
+	yes := true
+	out := []unit{{Name: sysextTarget, Contents: sysextTargetText(boot)}, {Name: sysextStarter, Enabled: &yes, Contents: sysextStarterText}}
 	for _, n := range slices.Sorted(maps.Keys(dropins)) {
 		out = append(out, unit{Name: n, Dropins: dropins[n]})
 	}
 	if enablesSysext(p.variant) {
-		yes := true
 		out = append(out, unit{Name: "systemd-sysext.service", Enabled: &yes})
 	}
 	return out, nil
@@ -229,13 +231,29 @@ func (p plan) sysextUnits(enabled []string) ([]unit, error) {
 func sysextTargetText(wants []string) string {
 	return `[Unit]
 Description=etcdadm's units from the etcdadm sysext image (etcdadm render --binaries sysext)
-# Upheld by multi-user.target, so it starts after systemd-sysext merged the
-# images: a .wants link or a Wants= of multi-user.target is read before the
-# units exist. Its Wants= start each enabled unit once, as enabling would;
-# Upholds= on the units would restart them after a fence (etcd-volume-renew).
+# Started by ` + sysextStarter + ` once systemd-sysext merged the images.
+# Its Wants= start each enabled unit once, as enabling would; Upholds= on
+# the units would restart them after a fence (etcd-volume-renew).
 # systemctl restart ` + sysextTarget + ` starts them all again.
 ` + lines("Wants=", wants)
 }
+
+const sysextStarterText = `[Unit]
+Description=Start etcdadm's units once systemd-sysext merged the images (etcdadm render --binaries sysext)
+# The boot's transaction is built before the merge, when the images' units
+# do not exist, so nothing read then can start them; and systemd before 255
+# does not reload after a merge. So: after the merge, reload, then start.
+After=systemd-sysext.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/systemctl daemon-reload
+ExecStart=/usr/bin/systemctl start --no-block ` + sysextTarget + `
+
+[Install]
+WantedBy=multi-user.target
+`
 
 // lines is one "prefix value" line for each value.
 func lines(prefix string, values []string) string {

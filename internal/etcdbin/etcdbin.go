@@ -151,7 +151,12 @@ func (d Dir) Install(v etcdversion.Version, sums map[string]string, open func(pr
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("etcdbin: install %s: %w", v, err)
 	}
+	// Readable and runnable by the etcd user whatever the umask (member
+	// join runs with 0077).
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return fmt.Errorf("etcdbin: install %s: %w", v, err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("etcdbin: install %s: %w", v, err)
 	}
 	for _, p := range Programs() {
@@ -188,7 +193,10 @@ func installOne(path, want string, open func() (io.ReadCloser, error)) error {
 		return err
 	}
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(f, h), r)
+	err = f.Chmod(0o755)
+	if err == nil {
+		_, err = io.Copy(io.MultiWriter(f, h), r)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

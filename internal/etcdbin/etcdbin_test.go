@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
@@ -105,5 +106,26 @@ func TestEnsureCurrent(t *testing.T) {
 	}
 	if err := d.EnsureCurrent(context.Background(), Releases{}); err != nil {
 		t.Errorf("present in /opt/etcd, image gone: %v", err)
+	}
+}
+
+// A version installed under member join's umask (0077) is still runnable
+// by the etcd user: etcd.service failed with "Permission denied" on a
+// sysext host before.
+func TestInstallIgnoresUmask(t *testing.T) {
+	root := t.TempDir()
+	d := HostDir(root)
+	writeVersion(t, filepath.Join(root, ExtensionDir), "3.6.16")
+	old := syscall.Umask(0o077)
+	err := d.Ensure(context.Background(), etcdversion.MustParse("3.6.16"), Releases{})
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append([]string{""}, Programs()...) {
+		st, err := os.Stat(filepath.Join(string(d), "v3.6.16", p))
+		if err != nil || st.Mode().Perm() != 0o755 {
+			t.Errorf("v3.6.16/%s: %v, %v; want mode 0755", p, st.Mode(), err)
+		}
 	}
 }

@@ -69,6 +69,10 @@ type clusterOptions struct {
 	tags string
 	// kube: the hosts get kube-apiserver and kubectl at /opt/kubernetes/bin.
 	kube bool
+	// sysext: the hosts boot 'etcdadm render --binaries sysext
+	// --sysext-baked' with these extensions (directories, as in
+	// /var/lib/extensions) and no other binaries of ours or etcd's.
+	sysext []harness.Bind
 }
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
@@ -80,6 +84,9 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	}
 	c := &cluster{n: harness.NewNetwork(t, "10.77.0.0/24"), bin: buildCommands(t, o.tags)}
 	opts := ignition.Options{Variant: ignition.Flatcar, EtcdVersion: version, Binaries: ignition.BinariesBaked, LogLevel: "debug", EnableUnits: o.enable, Env: o.env, Manual: o.manual}
+	if o.sysext != nil {
+		opts.Binaries, opts.SysextBaked = ignition.BinariesSysext, true
+	}
 	if !o.manual {
 		c.startStore(t)
 		opts.Store, opts.S3CredentialsFile = c.storeURL, filepath.Join(t.TempDir(), "credentials")
@@ -106,6 +113,9 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 		if v != version || len(c.binds) == 1 {
 			c.binds = append(c.binds, harness.Bind{Source: filepath.Dir(testenv.EtcdBin(t, v, "etcd")), Target: "/opt/etcd/v" + v, ReadOnly: true})
 		}
+	}
+	if o.sysext != nil {
+		c.binds = o.sysext
 	}
 	c.binds = append(c.binds, o.binds...)
 	if o.kube {

@@ -1,0 +1,99 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
+)
+
+// TestSysextHosts: three masters boot 'etcdadm render --binaries sysext
+// --sysext-baked' with the images make images builds, and nothing else of
+// ours or etcd's: systemd-sysext merges them, the units from the etcdadm
+// image start through etcdadm-sysext.target (started once the images are
+// merged, on this systemd 252 too, which does not reload after a merge),
+// member join copies etcd from
+// the merged etcd image into /opt/etcd, and the cluster founds. The
+// extensions are the images' contents as directories: a .raw image needs
+// loop devices the nspawn hosts do not have (images/sysext's test has
+// systemd-dissect take each .raw image as an extension instead).
+func TestSysextHosts(t *testing.T) {
+	images := t.TempDir()
+	cmd := exec.Command("bash", "../../images/sysext/build.sh", images)
+	cmd.Env = append(os.Environ(), "ETCD_VERSIONS="+e2eVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("images/sysext/build.sh: %v\n%s", err, out)
+	}
+	exts := t.TempDir()
+	raws, _ := filepath.Glob(filepath.Join(images, "*.raw"))
+	for _, raw := range raws {
+		name := "etcdadm"
+		if strings.HasPrefix(filepath.Base(raw), "etcd-v") {
+			name = "etcd-" + e2eVersion[:strings.LastIndex(e2eVersion, ".")]
+		}
+		if out, err := exec.Command("unsquashfs", "-no-progress", "-d", filepath.Join(exts, name), raw).CombinedOutput(); err != nil {
+			t.Fatalf("unsquashfs %s: %v\n%s", raw, err, out)
+		}
+	}
+	c := newClusterWith(t, clusterOptions{members: 3, sysext: []harness.Bind{
+		{Source: exts, Target: "/var/lib/extensions", ReadOnly: true},
+	}})
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	start := time.Now()
+	hosts, _ := c.bootAll(t, names)
+	a := hosts[0]
+	var last string
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, errOut, err := a.Exec(t, ctx, "/usr/bin/etcdadm", "status", "-o", "json", "--dial-timeout", "2s")
+		cancel()
+		var s hostStatus
+		if err == nil && json.Unmarshal([]byte(out), &s) == nil && len(s.Members) == 3 {
+			healthy := 0
+			for _, m := range s.Members {
+				if m.Healthy && !m.Learner {
+					healthy++
+				}
+			}
+			if healthy == 3 {
+				break
+			}
+		}
+		last = out + errOut
+		if time.Now().After(deadline) {
+			t.Fatalf("no 3 healthy members after 3 minutes; last: %s\n%s", last, journal(t, a))
+		}
+	}
+	t.Logf("FIGURE boot 3 sysext hosts -> healthy 3-member cluster: %v", time.Since(start).Round(100*time.Millisecond))
+	for _, h := range hosts {
+		st := h.MustExec(t, "systemd-sysext", "status")
+		for _, ext := range []string{"etcdadm", "etcd-3.6"} {
+			if !strings.Contains(st, ext) {
+				t.Errorf("%s: systemd-sysext status does not list %s:\n%s", h.Name(), ext, st)
+			}
+		}
+		// (Debian's /lib is a link to /usr/lib: both name the image's.)
+		if got := strings.TrimSpace(h.MustExec(t, "systemctl", "show", "-p", "FragmentPath", "--value", "etcd-member-join.service")); strings.TrimPrefix(got, "/usr") != "/lib/systemd/system/etcd-member-join.service" {
+			t.Errorf("%s: etcd-member-join.service comes from %q, want the etcdadm image's /usr/lib/systemd/system", h.Name(), got)
+		}
+		if v := h.MustExec(t, "/opt/etcd/current/etcd", "--version"); !strings.Contains(v, "etcd Version: "+e2eVersion) {
+			t.Errorf("%s: /opt/etcd/current/etcd --version: %s", h.Name(), v)
+		}
+		wants := strings.Fields(h.MustExec(t, "systemctl", "show", "-p", "Wants", "--value", "etcdadm-sysext.target"))
+		for _, u := range []string{"etcd-member-join.service", "etcd-snapshot-uploader.timer"} {
+			if !slices.Contains(wants, u) {
+				t.Errorf("%s: etcdadm-sysext.target does not start %s: %v", h.Name(), u, wants)
+			}
+		}
+		assertUnitsWork(t, h)
+	}
+}
