@@ -7,26 +7,46 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
 )
 
 // BenchmarkBootToHealthy: three masters boot from one Ignition config;
-// time from the first boot to a healthy 3-member cluster, median of 5.
+// time from the first boot to a healthy 3-member cluster, median of 5, for
+// each way the hosts get their programs, in turns: baked (bound into the
+// image), sysext (the images of make images merged by systemd-sysext, as
+// directories: see TestSysextHosts) and url (downloaded by Ignition from a
+// server on loopback).
 func BenchmarkBootToHealthy(b *testing.B) {
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	var ds []time.Duration
+	exts := sysextExtensions(b)
+	modes := []string{"baked", "sysext", "url"}
+	ds := map[string][]time.Duration{}
 	for range 5 {
-		b.Run("run", func(b *testing.B) { // each run's hosts go at its end
-			c := newCluster(b, 3)
-			start := time.Now()
-			var first = c.boot(b, names[0])
-			for _, n := range names[1:] {
-				c.boot(b, n)
-			}
-			waitHealthy(b, first, names, 3*time.Minute)
-			ds = append(ds, time.Since(start))
-		})
+		for _, mode := range modes {
+			b.Run(mode, func(b *testing.B) { // each run's hosts go at its end
+				o := clusterOptions{members: 3}
+				if mode == "sysext" {
+					o.sysext = exts
+				}
+				c := newClusterWith(b, o)
+				opts := c.hostOptions()
+				if mode == "url" {
+					opts = harness.HostOptions{Ignition: c.urlConfig(b), FetchRemote: true}
+				}
+				start := time.Now()
+				first := c.n.Boot(b, names[0], opts)
+				for _, n := range names[1:] {
+					c.n.Boot(b, n, opts)
+				}
+				waitHealthy(b, first, names, 3*time.Minute)
+				ds[mode] = append(ds[mode], time.Since(start))
+			})
+		}
 	}
-	report(b, "boot 3 hosts -> healthy cluster", ds)
+	for _, mode := range modes {
+		report(b, "boot 3 hosts ("+mode+") -> healthy cluster", ds[mode])
+	}
 }
 
 // BenchmarkReplaceDeadHost: a master is powered off for good and a blank

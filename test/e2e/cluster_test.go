@@ -201,11 +201,15 @@ type hostStatus struct {
 	} `json:"units"`
 }
 
+// hostEtcdadm runs the host's etcdadm: baked or downloaded into
+// /opt/etcdadm/bin, or /usr/bin's from a merged sysext image.
+const hostEtcdadm = `if [ -x /opt/etcdadm/bin/etcdadm ]; then exec /opt/etcdadm/bin/etcdadm "$@"; fi; exec /usr/bin/etcdadm`
+
 // status runs etcdadm status on a host, as an operator would.
 func status(t testing.TB, h *harness.Host) (hostStatus, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out, errOut, err := h.Exec(t, ctx, "/opt/etcdadm/bin/etcdadm", "status", "-o", "json", "--dial-timeout", "2s")
+	out, errOut, err := h.Exec(t, ctx, "sh", "-c", hostEtcdadm+` "$@"`, "etcdadm", "status", "-o", "json", "--dial-timeout", "2s")
 	if err != nil {
 		return hostStatus{}, fmt.Errorf("%w: %s", err, errOut)
 	}

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,52 +25,13 @@ import (
 // loop devices the nspawn hosts do not have (images/sysext's test has
 // systemd-dissect take each .raw image as an extension instead).
 func TestSysextHosts(t *testing.T) {
-	images := t.TempDir()
-	cmd := exec.Command("bash", "../../images/sysext/build.sh", images)
-	cmd.Env = append(os.Environ(), "ETCD_VERSIONS="+e2eVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("images/sysext/build.sh: %v\n%s", err, out)
-	}
-	exts := t.TempDir()
-	raws, _ := filepath.Glob(filepath.Join(images, "*.raw"))
-	for _, raw := range raws {
-		name := "etcdadm"
-		if strings.HasPrefix(filepath.Base(raw), "etcd-v") {
-			name = "etcd-" + e2eVersion[:strings.LastIndex(e2eVersion, ".")]
-		}
-		if out, err := exec.Command("unsquashfs", "-no-progress", "-d", filepath.Join(exts, name), raw).CombinedOutput(); err != nil {
-			t.Fatalf("unsquashfs %s: %v\n%s", raw, err, out)
-		}
-	}
-	c := newClusterWith(t, clusterOptions{members: 3, sysext: []harness.Bind{
-		{Source: exts, Target: "/var/lib/extensions", ReadOnly: true},
-	}})
+	exts := sysextExtensions(t)
+	c := newClusterWith(t, clusterOptions{members: 3, sysext: exts})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	start := time.Now()
 	hosts, _ := c.bootAll(t, names)
 	a := hosts[0]
-	var last string
-	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		out, errOut, err := a.Exec(t, ctx, "/usr/bin/etcdadm", "status", "-o", "json", "--dial-timeout", "2s")
-		cancel()
-		var s hostStatus
-		if err == nil && json.Unmarshal([]byte(out), &s) == nil && len(s.Members) == 3 {
-			healthy := 0
-			for _, m := range s.Members {
-				if m.Healthy && !m.Learner {
-					healthy++
-				}
-			}
-			if healthy == 3 {
-				break
-			}
-		}
-		last = out + errOut
-		if time.Now().After(deadline) {
-			t.Fatalf("no 3 healthy members after 3 minutes; last: %s\n%s", last, journal(t, a))
-		}
-	}
+	waitHealthy(t, a, names, 3*time.Minute)
 	t.Logf("FIGURE boot 3 sysext hosts -> healthy 3-member cluster: %v", time.Since(start).Round(100*time.Millisecond))
 	for _, h := range hosts {
 		st := h.MustExec(t, "systemd-sysext", "status")
@@ -96,4 +55,30 @@ func TestSysextHosts(t *testing.T) {
 		}
 		assertUnitsWork(t, h)
 	}
+}
+
+// sysextExtensions builds the sysext images of e2eVersion and etcdadm
+// with images/sysext/build.sh and returns them as extensions: each
+// image's contents, a directory named as it is activated, bound at
+// /var/lib/extensions (clusterOptions.sysext).
+func sysextExtensions(t testing.TB) []harness.Bind {
+	t.Helper()
+	images := t.TempDir()
+	cmd := exec.Command("bash", "../../images/sysext/build.sh", images)
+	cmd.Env = append(os.Environ(), "ETCD_VERSIONS="+e2eVersion)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("images/sysext/build.sh: %v\n%s", err, out)
+	}
+	exts := t.TempDir()
+	raws, _ := filepath.Glob(filepath.Join(images, "*.raw"))
+	for _, raw := range raws {
+		name := "etcdadm"
+		if strings.HasPrefix(filepath.Base(raw), "etcd-v") {
+			name = "etcd-" + e2eVersion[:strings.LastIndex(e2eVersion, ".")]
+		}
+		if out, err := exec.Command("unsquashfs", "-no-progress", "-d", filepath.Join(exts, name), raw).CombinedOutput(); err != nil {
+			t.Fatalf("unsquashfs %s: %v\n%s", raw, err, out)
+		}
+	}
+	return []harness.Bind{{Source: exts, Target: "/var/lib/extensions", ReadOnly: true}}
 }

@@ -27,22 +27,8 @@ import (
 // and no unit any config enables fails on any host.
 func TestConfigVariants(t *testing.T) {
 	c := newCluster(t, 3)
-	creds := filepath.Join(t.TempDir(), "credentials")
-	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, sums := serveBinaries(t, c.bin, e2eVersion)
-	render := func(o ignition.Options) []byte {
-		t.Helper()
-		o.Store, o.EtcdVersion, o.S3CredentialsFile, o.LogLevel = c.storeURL, e2eVersion, creds, "debug"
-		_, ign, err := ignition.Render(o)
-		if err != nil {
-			t.Fatalf("render %s/%s: %v", o.Variant, o.Binaries, err)
-		}
-		return ign
-	}
-	urlIgn := render(ignition.Options{Variant: ignition.Flatcar, Binaries: ignition.BinariesURL, BinariesBaseURL: base, SHA256File: sums})
-	fcosIgn := render(ignition.Options{Variant: ignition.FCOS, Binaries: ignition.BinariesBaked})
+	urlIgn := c.urlConfig(t)
+	fcosIgn := c.render(t, ignition.Options{Variant: ignition.FCOS, Binaries: ignition.BinariesBaked})
 
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	hosts := []*harness.Host{
@@ -67,10 +53,33 @@ func TestConfigVariants(t *testing.T) {
 	}
 }
 
+// render renders o for c's store and e2eVersion.
+func (c *cluster) render(t testing.TB, o ignition.Options) []byte {
+	t.Helper()
+	creds := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.Store, o.EtcdVersion, o.S3CredentialsFile, o.LogLevel = c.storeURL, e2eVersion, creds, "debug"
+	_, ign, err := ignition.Render(o)
+	if err != nil {
+		t.Fatalf("render %s/%s: %v", o.Variant, o.Binaries, err)
+	}
+	return ign
+}
+
+// urlConfig is c's Flatcar config with every binary downloaded by Ignition
+// from serveBinaries (boot it with FetchRemote).
+func (c *cluster) urlConfig(t testing.TB) []byte {
+	t.Helper()
+	base, sums := serveBinaries(t, c.bin, e2eVersion)
+	return c.render(t, ignition.Options{Variant: ignition.Flatcar, Binaries: ignition.BinariesURL, BinariesBaseURL: base, SHA256File: sums})
+}
+
 // serveBinaries serves, on the test machine's loopback (ignition-apply
 // fetches from there), the layout url mode expects: bin/<program> and
 // etcd/vV/<program>; it returns the base URL and a sha256sum file.
-func serveBinaries(t *testing.T, binDir, version string) (baseURL, sumsFile string) {
+func serveBinaries(t testing.TB, binDir, version string) (baseURL, sumsFile string) {
 	t.Helper()
 	root := t.TempDir()
 	var sums strings.Builder
