@@ -44,9 +44,10 @@ etcd-X.Y, etcdadm), checking their sha256; systemd-sysupdate transfers
 (/etc/sysupdate.NAME.d/NAME.transfer and .conf) keep them current from the
 same URL: systemd-sysupdate -C NAME update. With --sysext-baked the images are
 in the host's image at /etc/extensions already and nothing is downloaded.
-The config writes no unit files (the image has them), only drop-ins:
-multi-user.target upholds etcdadm-sysext.target, which starts the enabled
-units once the images are merged. Member join copies the etcd version
+The config writes no unit files (the image has them), only drop-ins, and
+enables etcdadm-sysext.service: once systemd-sysext merged the images it
+reloads systemd and starts etcdadm-sysext.target, which starts the enabled
+units. Member join copies the etcd version
 /opt/etcd/current names from its image into /opt/etcd. On fcos the config
 enables systemd-sysext.service (Flatcar enables it itself).
 
