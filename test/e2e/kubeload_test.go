@@ -183,9 +183,10 @@ func runKubeHelper() error {
 		acked = writeObjects(k, stop, &mu, &r)
 	} else {
 		<-stop
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		want := os.Getenv("E2E_KUBE_WAIT_FOR")
+		for deadline := time.Now().Add(30 * time.Second); want != "" && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 			mu.Lock()
-			_, ok := inf.store[os.Getenv("E2E_KUBE_WAIT_FOR")]
+			_, ok := inf.store[want]
 			mu.Unlock()
 			if ok {
 				break
