@@ -33,7 +33,7 @@ type sysextPlan struct {
 
 type sysextImage struct {
 	sysext.Image
-	url, sha256 string
+	download // the image file: Path() from url, checked against sha256
 }
 
 // resolveSysext checks the sysext options. etcdOK says EtcdVersion is
@@ -87,7 +87,7 @@ func sysextDownloads(base string, sums map[string]string, imgs []sysext.Image) (
 	}
 	var out []sysextImage
 	for i, img := range imgs {
-		out = append(out, sysextImage{Image: img, url: base + "/" + img.File, sha256: hashes[i]})
+		out = append(out, sysextImage{Image: img, download: download{path: img.Path(), url: base + "/" + img.File, sha256: hashes[i]}})
 	}
 	return out, nil
 }
@@ -163,14 +163,10 @@ func (s *sysextPlan) storage(st *storage) {
 	}
 	for _, img := range s.images {
 		st.Directories = append(st.Directories, directory{Path: path.Dir(img.Path()), Mode: 0o755})
-		st.Files = append(st.Files, remoteFile(download{path: img.Path(), url: img.url, sha256: img.sha256}, 0o644))
-	}
-	for _, img := range s.images {
+		st.Files = append(st.Files, remoteFile(img.download, 0o644))
 		for _, name := range img.TransferFiles() {
 			st.Files = append(st.Files, inlineFile(img.TransferDir()+"/"+name, 0o644, img.Transfer(s.url)))
 		}
-	}
-	for _, img := range s.images {
 		// Relative, like /opt/etcd/current, so it resolves under a root
 		// prefix too; sysupdate's CurrentSymlink= moves it on an update.
 		target := strings.Repeat("../", strings.Count(sysext.ActiveDir, "/")) + strings.TrimPrefix(img.Path(), "/")
@@ -186,9 +182,9 @@ func (s *sysextPlan) storage(st *storage) {
 // exist, and systemd before 255 does not even reload after a merge.
 // Instead sysextStarter, enabled and ordered after systemd-sysext.service,
 // reloads the manager and starts sysextTarget, which wants every enabled
-// unit hooked to a target;
-// units hooked to another unit (etcd-wait-healthy.service to etcd.service)
-// get a Wants= drop-in there, read when that unit starts. Upholds= on the
+// unit hooked to a target; units hooked to another unit
+// (etcd-wait-healthy.service to etcd.service) get a Wants= drop-in there,
+// read when that unit starts. Upholds= on the
 // units themselves would restart them after etcd-volume-renew fenced the
 // host; the target's Wants= start each once, as enabling does.
 func (p plan) sysextUnits(enabled []string) ([]unit, error) {

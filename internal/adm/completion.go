@@ -13,7 +13,7 @@ func completionCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "completion",
 		Usage:     "print the shell completion script for etcdadm (bash, zsh or fish)",
-		ArgsUsage: strings.Join(cliflags.Shells, "|"),
+		ArgsUsage: strings.Join(cliflags.Shells(), "|"),
 		Description: `Prints a completion script on standard output. Install it where your shell
 looks, or source it:
 
@@ -24,7 +24,7 @@ looks, or source it:
 The etcdadm sysext image installs all three, for every binary it ships.`,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit(fmt.Sprintf("name one shell: %s (see 'etcdadm completion --help')", strings.Join(cliflags.Shells, ", ")), cliflags.ExitUsage)
+				return cli.Exit(fmt.Sprintf("name one shell: %s (see 'etcdadm completion --help')", strings.Join(cliflags.Shells(), ", ")), cliflags.ExitUsage)
 			}
 			out, err := cliflags.Completion(c.App, c.Args().First())
 			if err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // Shells are the shells Completion writes scripts for.
-var Shells = []string{"bash", "zsh", "fish"}
+func Shells() []string { return []string{"bash", "zsh", "fish"} }
 
 // ManPage is app's manual page (roff, section 8), from its command
 // definitions.
@@ -49,7 +49,7 @@ compdef %[2]s %[1]s
 	case "fish":
 		return app.ToFishCompletion()
 	}
-	return "", fmt.Errorf("unknown shell %q: want %s", shell, strings.Join(Shells, ", "))
+	return "", fmt.Errorf("unknown shell %q: want %s", shell, strings.Join(Shells(), ", "))
 }
 
 // generateDocs answers the hidden arguments the image build uses, for

@@ -45,8 +45,9 @@ type loadReport struct {
 }
 
 // helper runs this test binary as a helper (E2E_HELPER) in the switch
-// namespace, where the hosts are reachable, with a client certificate
-// issued from the store; its verdict is the last line it prints.
+// namespace, where the hosts are reachable (one given etcd endpoints gets
+// a client certificate issued from the store); its verdict is the last
+// line it prints.
 type helper struct {
 	cmd    *exec.Cmd
 	out    strings.Builder
@@ -56,14 +57,17 @@ type helper struct {
 
 func startHelper(t *testing.T, c *cluster, name string, endpoints []string, env ...string) *helper {
 	t.Helper()
-	dir := t.TempDir()
-	if out, err := c.adm(t, "pki", "issue-client", "e2e-"+name, "--store", c.storeURL, "--out-dir", dir); err != nil {
-		t.Fatalf("issue-client: %v\n%s", err, out)
-	}
 	h := &helper{waited: make(chan struct{})}
 	h.cmd = c.n.Command(context.Background(), os.Args[0], "-test.run=^$")
-	h.cmd.Env = append([]string{"E2E_HELPER=" + name, "E2E_ENDPOINTS=" + strings.Join(endpoints, ","),
-		"E2E_CERT=" + filepath.Join(dir, "e2e-"+name+".crt"), "E2E_KEY=" + filepath.Join(dir, "e2e-"+name+".key"), "E2E_CACERT=" + filepath.Join(dir, "ca.crt")}, env...)
+	h.cmd.Env = append([]string{"E2E_HELPER=" + name}, env...)
+	if len(endpoints) > 0 { // it talks to etcd: a client certificate of its own
+		dir := t.TempDir()
+		if out, err := c.adm(t, "pki", "issue-client", "e2e-"+name, "--store", c.storeURL, "--out-dir", dir); err != nil {
+			t.Fatalf("issue-client: %v\n%s", err, out)
+		}
+		h.cmd.Env = append(h.cmd.Env, "E2E_ENDPOINTS="+strings.Join(endpoints, ","),
+			"E2E_CERT="+filepath.Join(dir, "e2e-"+name+".crt"), "E2E_KEY="+filepath.Join(dir, "e2e-"+name+".key"), "E2E_CACERT="+filepath.Join(dir, "ca.crt"))
+	}
 	h.cmd.Stdout = &lockedWriter{mu: &h.mu, b: &h.out}
 	h.cmd.Stderr = os.Stderr
 	if err := h.cmd.Start(); err != nil {

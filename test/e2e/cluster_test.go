@@ -391,9 +391,9 @@ func TestCluster(t *testing.T) {
 		oldIP := dead.IP()
 		apiservers := []*harness.Host{hosts["etcd-a"], dead, hosts["etcd-c"]}
 		kp := newKubePlane(t, c)
-		kp.startAll(t, apiservers, clientURLs(apiservers))
+		kp.startAll(t, apiservers, hostURLs(apiservers, 2379))
 		// The writer and the informer start on the apiserver that dies.
-		load := startKubeLoad(t, c, kp, apiserverURLs([]*harness.Host{dead, a, hosts["etcd-c"]}), true)
+		load := startKubeLoad(t, c, kp, hostURLs([]*harness.Host{dead, a, hosts["etcd-c"]}, 6443), true)
 		waitFor(t, time.Minute, "the apiservers' masterleases", func() (bool, string) {
 			l := masterLeases(t, a)
 			return len(l) == 3, fmt.Sprint(l)

@@ -58,7 +58,7 @@ func bootDemo(t *testing.T, dir string) {
 	fmt.Fprintf(&b, "Each member lives on a pool volume; every member name (etcd-a.%s, ...) resolves on every host.\n", volSuffix)
 	fmt.Fprintf(&b, "A kube-apiserver runs on each master, on etcd.\n\n")
 	fmt.Fprintf(&b, "$ etcdadm status    (on %s)\n%s\n$ etcdadm backup list\n%s\n", a.Name(), status, backups)
-	fmt.Fprintf(&b, "Kubernetes, from this machine (as root):\n  nsenter -t %d -a %s get namespaces\n\n", a.PID(), strings.TrimSuffix(kubectlOn, " --request-timeout 10s"))
+	fmt.Fprintf(&b, "Kubernetes, from this machine (as root):\n  nsenter -t %d -a %s get namespaces\n\n", a.PID(), kubectlOn)
 	fmt.Fprintf(&b, "Look around (as root, from this machine):\n")
 	for _, h := range hosts {
 		fmt.Fprintf(&b, "  enter %s (member %s, %s):  nsenter -t %d -a /bin/bash\n", h.Name(), identity(t, h), h.IP(), h.PID())

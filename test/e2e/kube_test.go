@@ -41,7 +41,7 @@ func kubeBinDir(t testing.TB) string {
 // that master's apiserver, trusting the serving certificate it made
 // itself, and the administrator's client certificate (kubectl without
 // credentials asks for a user name on its standard input).
-const kubectlOn = "/opt/kubernetes/bin/kubectl --kubeconfig /etc/kubernetes/admin.conf --request-timeout 10s"
+const kubectlOn = "/opt/kubernetes/bin/kubectl --kubeconfig /etc/kubernetes/admin.conf"
 
 const adminKubeconfig = `apiVersion: v1
 kind: Config
@@ -241,18 +241,19 @@ func (k *kubePlane) waitReady(t testing.TB, h *harness.Host, a apiserver, timeou
 func kubectl(t testing.TB, h *harness.Host, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, errOut, err := h.Exec(t, ctx, append(strings.Fields(kubectlOn), args...)...)
+	out, errOut, err := h.Exec(t, ctx, append(strings.Fields(kubectlOn+" --request-timeout 10s"), args...)...)
 	if err != nil {
 		return out, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, errOut)
 	}
 	return out, nil
 }
 
-// clientURLs are the etcd client URLs of hosts, by address.
-func clientURLs(hosts []*harness.Host) []string {
+// hostURLs are https://ADDRESS:port of hosts: their etcd client URLs
+// (2379) or apiservers (6443), as the test network reaches them.
+func hostURLs(hosts []*harness.Host, port int) []string {
 	var urls []string
 	for _, h := range hosts {
-		urls = append(urls, "https://"+h.IP().String()+":2379")
+		urls = append(urls, fmt.Sprintf("https://%s:%d", h.IP(), port))
 	}
 	return urls
 }
@@ -263,16 +264,6 @@ func memberURLs(members []string, dnsSuffix string) []string {
 	var urls []string
 	for _, m := range members {
 		urls = append(urls, "https://"+m+"."+dnsSuffix+":2379")
-	}
-	return urls
-}
-
-// apiserverURLs are the hosts' apiservers, as clients in the test network
-// reach them.
-func apiserverURLs(hosts []*harness.Host) []string {
-	var urls []string
-	for _, h := range hosts {
-		urls = append(urls, "https://"+h.IP().String()+":6443")
 	}
 	return urls
 }
@@ -291,18 +282,14 @@ func masterLeases(t testing.TB, h *harness.Host) []string {
 
 // waitLeaseGone waits until ip's masterlease expired; it returns how long
 // that took.
-func waitLeaseGone(t testing.TB, h *harness.Host, ip string, timeout time.Duration) time.Duration {
+func waitLeaseGone(t *testing.T, h *harness.Host, ip string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var have []string
-	for time.Since(start) < timeout {
-		if have = masterLeases(t, h); !slices.Contains(have, ip) {
-			return time.Since(start)
-		}
-		time.Sleep(time.Second)
-	}
-	t.Fatalf("/registry/masterleases/%s still there after %v: %v", ip, timeout, have)
-	return 0
+	waitFor(t, timeout, "/registry/masterleases/"+ip+" to expire", func() (bool, string) {
+		have := masterLeases(t, h)
+		return !slices.Contains(have, ip), fmt.Sprint(have)
+	})
+	return time.Since(start)
 }
 
 // checkKubeLoad fails t unless the Kubernetes clients lost nothing: every

@@ -30,17 +30,17 @@ import (
 func TestClusterRestore(t *testing.T) {
 	c := newClusterWith(t, clusterOptions{members: 3, kube: true})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	hosts, _ := c.bootAll(t, names)
+	hosts, eps := c.bootAll(t, names)
 	a := hosts[0]
 	waitHealthy(t, a, names, 3*time.Minute)
 	for _, h := range hosts {
 		assertUnitsWork(t, h)
 	}
 	kp := newKubePlane(t, c)
-	kp.startAll(t, hosts, clientURLs(hosts))
+	kp.startAll(t, hosts, eps)
 	// An apiserver that runs at the backup and never again.
 	gone := apiserver{unit: "kube-apiserver-gone.service", advertise: "10.77.0.250", port: 6444}
-	kp.install(t, a, gone, clientURLs(hosts))
+	kp.install(t, a, gone, eps)
 	kp.waitReady(t, a, gone, 3*time.Minute)
 	kube := func(args ...string) string {
 		t.Helper()
@@ -51,7 +51,7 @@ func TestClusterRestore(t *testing.T) {
 		return strings.TrimSpace(out)
 	}
 	kube("create", "namespace", kubeNS)
-	kload := startKubeLoad(t, c, kp, apiserverURLs(hosts), false, "E2E_KUBE_WAIT_FOR=after-restore")
+	kload := startKubeLoad(t, c, kp, hostURLs(hosts, 6443), false, "E2E_KUBE_WAIT_FOR=after-restore")
 	kube("create", "configmap", "in-backup", "-n", kubeNS, "--from-literal=k=v")
 	waitFor(t, time.Minute, "a masterlease for every apiserver", func() (bool, string) {
 		l := masterLeases(t, a)

@@ -32,8 +32,8 @@ func TestRollingVersions(t *testing.T) {
 	hosts, eps := c.bootAll(t, names)
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
 	kp := newKubePlane(t, c)
-	kp.startAll(t, hosts, clientURLs(hosts))
-	kload := startKubeLoad(t, c, kp, apiserverURLs(hosts), true)
+	kp.startAll(t, hosts, eps)
+	kload := startKubeLoad(t, c, kp, hostURLs(hosts, 6443), true)
 	load := startClientLoad(t, c, eps)
 	for _, to := range []string{vs[1], vs[2], vs[1], vs[0]} {
 		start := time.Now()
@@ -94,13 +94,10 @@ func storeStatus(t *testing.T, ctx context.Context, h *harness.Host, args ...str
 func (c *cluster) bootAll(t *testing.T, names []string) ([]*harness.Host, []string) {
 	t.Helper()
 	var hosts []*harness.Host
-	var eps []string
 	for _, n := range names {
-		h := c.boot(t, n)
-		hosts = append(hosts, h)
-		eps = append(eps, "https://"+h.IP().String()+":2379")
+		hosts = append(hosts, c.boot(t, n))
 	}
-	return hosts, eps
+	return hosts, hostURLs(hosts, 2379)
 }
 
 // waitRolled waits until every member runs want, the cluster version

@@ -85,10 +85,7 @@ func TestChaosSoak(t *testing.T) {
 		s.hosts[n] = s.c.boot(t, n)
 	}
 	s.waitHealthy(t)
-	var eps []string
-	for _, n := range s.names {
-		eps = append(eps, "https://"+n+"."+dnsZone+":2379")
-	}
+	eps := memberURLs(s.names, dnsZone)
 	viz := filepath.Join(t.TempDir(), "history.html")
 	load := startHelper(t, s.c, "soak", eps, "E2E_SEED="+strconv.FormatUint(seed, 10), "E2E_VIZ="+viz, "E2E_DNS="+dnsServer+":53")
 

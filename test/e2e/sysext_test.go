@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/sysext"
 	"github.com/etcdadm/etcdadm-immutable/test/e2e/harness"
 )
 
@@ -71,10 +73,13 @@ func sysextExtensions(t testing.TB) []harness.Bind {
 	}
 	exts := t.TempDir()
 	raws, _ := filepath.Glob(filepath.Join(images, "*.raw"))
+	etcd := sysext.Etcd(etcdversion.MustParse(e2eVersion))
 	for _, raw := range raws {
-		name := "etcdadm"
-		if strings.HasPrefix(filepath.Base(raw), "etcd-v") {
-			name = "etcd-" + e2eVersion[:strings.LastIndex(e2eVersion, ".")]
+		name := etcd.Name
+		if _, ok := sysext.EtcdadmVersion(filepath.Base(raw)); ok {
+			name = sysext.Etcdadm("").Name
+		} else if filepath.Base(raw) != etcd.File {
+			t.Fatalf("build.sh made %s, want %s and an etcdadm image", raw, etcd.File)
 		}
 		if out, err := exec.Command("unsquashfs", "-no-progress", "-d", filepath.Join(exts, name), raw).CombinedOutput(); err != nil {
 			t.Fatalf("unsquashfs %s: %v\n%s", raw, err, out)

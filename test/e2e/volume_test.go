@@ -54,7 +54,7 @@ func TestPoolVolumes(t *testing.T) {
 		masters := []*harness.Host{dead, a, hosts["etcd-c"]} // the writer and informer start on the one that dies
 		kp := newKubePlane(t, c)
 		kp.startAll(t, masters, memberURLs(names, volSuffix))
-		kload := startKubeLoad(t, c, kp, apiserverURLs(masters), true)
+		kload := startKubeLoad(t, c, kp, hostURLs(masters, 6443), true)
 		w := startHostWriter(t, a)
 		time.Sleep(5 * time.Second) // some writes before the crash
 		dead.Crash(t)
