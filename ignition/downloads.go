@@ -8,7 +8,7 @@ import (
 )
 
 func downloads(base, sumsFile, etcdVersion string) ([]download, error) {
-	base, err := checkBaseURL(base)
+	base, err := checkBaseURL("--binaries-base-url", base)
 	if err != nil {
 		return nil, err
 	}
@@ -54,15 +54,15 @@ func lookupSums(sums map[string]string, files []string) (hashes, missing []strin
 
 // checkBaseURL checks --binaries-base-url, to which file paths are
 // appended, and returns it without a trailing slash.
-func checkBaseURL(base string) (string, error) {
+func checkBaseURL(flag, base string) (string, error) {
 	u, err := url.Parse(base)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("--binaries-base-url: %w", err)
+		return "", fmt.Errorf("%s: %w", flag, err)
 	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
-		return "", fmt.Errorf("--binaries-base-url %q: expected http(s)://host[:port]/path", base)
+		return "", fmt.Errorf("%s %q: expected http(s)://host[:port]/path", flag, base)
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		return "", fmt.Errorf("--binaries-base-url %q: no query, fragment or credentials: the file paths are appended to it", base)
+		return "", fmt.Errorf("%s %q: no query, fragment or credentials: the file paths are appended to it", flag, base)
 	}
 	return strings.TrimSuffix(base, "/"), nil
 }

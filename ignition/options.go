@@ -141,6 +141,9 @@ type Options struct {
 	// SysextEtcdadmVersion (sysext mode) picks the etcdadm image when
 	// SHA256File lists several.
 	SysextEtcdadmVersion string
+	// SysextUpdateURL (sysext mode, downloaded images) is where
+	// systemd-sysupdate looks for newer images; "" is BinariesBaseURL.
+	SysextUpdateURL string
 }
 
 // OutputName is the base name for the .bu and .ign files: the member name,

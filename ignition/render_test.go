@@ -149,6 +149,10 @@ func TestIgnitionContents(t *testing.T) {
 				on = []string{"etcd-member-join.service", "etcd-pki-renew.timer"}
 			}
 			on = append(slices.Clone(on), tc.opts.EnableUnits...)
+			if tc.opts.Binaries == BinariesSysext && !tc.opts.SysextBaked {
+				// Downloaded images are kept current.
+				on = append(on, "etcd-sysupdate.timer")
+			}
 			files := map[string]types.File{}
 			for _, f := range cfg.Storage.Files {
 				files[f.Path] = f

@@ -122,8 +122,8 @@ func (o Options) resolve() (plan, error) {
 	}
 
 	etcdOK := o.EtcdVersion != "" && clusterspec.CheckVersion(o.EtcdVersion) == nil
-	if o.Binaries != BinariesSysext && (o.SysextBaked || len(o.SysextEtcdVersions) > 0 || o.SysextEtcdadmVersion != "") {
-		bad("--sysext-baked, --sysext-etcd-version and --sysext-etcdadm-version are for --binaries sysext")
+	if o.Binaries != BinariesSysext && (o.SysextBaked || len(o.SysextEtcdVersions) > 0 || o.SysextEtcdadmVersion != "" || o.SysextUpdateURL != "") {
+		bad("--sysext-baked, --sysext-etcd-version, --sysext-etcdadm-version and --sysext-update-url are for --binaries sysext")
 	}
 	switch o.Binaries {
 	case BinariesURL:
@@ -147,6 +147,10 @@ func (o Options) resolve() (plan, error) {
 		var serrs []error
 		p.sysext, serrs = o.resolveSysext(etcdOK)
 		errs = append(errs, serrs...)
+		if p.sysext != nil && len(p.sysext.images) > 0 {
+			// Downloaded images are kept current (etcdadm sysupdate).
+			p.enable = append(p.enable, "etcd-sysupdate.timer")
+		}
 	default:
 		bad("binaries %q: pass --binaries url (Ignition downloads them, with --binaries-base-url and --sha256-file), --binaries baked (already in the image) or --binaries sysext (as systemd-sysext images)", o.Binaries)
 	}

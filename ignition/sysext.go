@@ -27,7 +27,7 @@ const (
 // none when they are baked into /etc/extensions.
 type sysextPlan struct {
 	images []sysextImage
-	// url serves the images and their SHA256SUMS: sysupdate's source.
+	// url serves newer images and their SHA256SUMS: sysupdate's source.
 	url string
 }
 
@@ -40,8 +40,8 @@ type sysextImage struct {
 // good (its problems are reported already).
 func (o Options) resolveSysext(etcdOK bool) (*sysextPlan, []error) {
 	if o.SysextBaked {
-		if o.BinariesBaseURL != "" || o.SHA256File != "" || len(o.SysextEtcdVersions) > 0 || o.SysextEtcdadmVersion != "" {
-			return nil, []error{errors.New("--sysext-baked downloads nothing: drop --binaries-base-url, --sha256-file, --sysext-etcd-version and --sysext-etcdadm-version, or drop --sysext-baked")}
+		if o.BinariesBaseURL != "" || o.SHA256File != "" || len(o.SysextEtcdVersions) > 0 || o.SysextEtcdadmVersion != "" || o.SysextUpdateURL != "" {
+			return nil, []error{errors.New("--sysext-baked downloads nothing, and the OS image's updates bring newer images: drop --binaries-base-url, --sha256-file, --sysext-etcd-version, --sysext-etcdadm-version and --sysext-update-url, or drop --sysext-baked")}
 		}
 		return &sysextPlan{}, nil
 	}
@@ -49,9 +49,15 @@ func (o Options) resolveSysext(etcdOK bool) (*sysextPlan, []error) {
 		return nil, []error{errors.New("--binaries sysext needs --binaries-base-url URL and --sha256-file SUMS (the directory make images writes, served over http(s), and its SHA256SUMS), or --sysext-baked when the images are in /etc/extensions already")}
 	}
 	versions, errs := o.sysextEtcdVersions(etcdOK)
-	base, err := checkBaseURL(o.BinariesBaseURL)
+	base, err := checkBaseURL("--binaries-base-url", o.BinariesBaseURL)
 	if err != nil {
 		return nil, append(errs, err)
+	}
+	updates := base
+	if o.SysextUpdateURL != "" {
+		if updates, err = checkBaseURL("--sysext-update-url", o.SysextUpdateURL); err != nil {
+			return nil, append(errs, err)
+		}
 	}
 	sums, err := readSums(o.SHA256File)
 	if err != nil {
@@ -72,7 +78,7 @@ func (o Options) resolveSysext(etcdOK bool) (*sysextPlan, []error) {
 	if err != nil {
 		return nil, []error{fmt.Errorf("--sha256-file %s: %w (build them: ETCD_VERSIONS=%q bash images/sysext/build.sh DIR writes the images and DIR/SHA256SUMS)", o.SHA256File, err, versionList(versions))}
 	}
-	return &sysextPlan{images: images, url: base}, nil
+	return &sysextPlan{images: images, url: updates}, nil
 }
 
 // sysextDownloads are imgs from base, each with its hash in sums.

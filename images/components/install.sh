@@ -9,12 +9,14 @@
 #   bin/minio, bin/versitygw
 #   bin/coredns                  (dns: images/dns/build.sh; also Debian knot)
 #   bin/ignition-apply           (e2e: images/ignition-apply/build.sh)
-#   hostroot/bookworm/rootfs     (e2e: images/hostroot/build.sh; needs root)
+#   hostroot/{bookworm,sysupdate}/rootfs  (e2e: images/hostroot/build.sh;
+#                                 needs root)
 #   kube/vX.Y.Z/{kube-apiserver,kubectl}  (kube: images/kube/build.sh; the
 #                                 real client the e2e masters run)
 set -euo pipefail
 
-ETCD_VERSIONS=${ETCD_VERSIONS:-"3.5.35 3.6.16 3.7.3"}
+# 3.6.15: the patch the sysupdate e2e scenario updates from.
+ETCD_VERSIONS=${ETCD_VERSIONS:-"3.5.35 3.6.15 3.6.16 3.7.3"}
 MINIO_VERSION=${MINIO_VERSION:-latest}   # the proxy resolves only @latest for minio
 VERSITYGW_VERSION=${VERSITYGW_VERSION:-v1.8.0}
 
@@ -123,7 +125,8 @@ case "$what" in
   etcd|all) for v in $ETCD_VERSIONS; do build_etcd "$v"; done ;;&
   e2e|all)
     ETCDADM_CACHE=$cache bash "$images/ignition-apply/build.sh"
-    ETCDADM_CACHE=$cache bash "$images/hostroot/build.sh" ;;&
+    ETCDADM_CACHE=$cache bash "$images/hostroot/build.sh" bookworm
+    ETCDADM_CACHE=$cache bash "$images/hostroot/build.sh" sysupdate ;;&
   dns|all)
     ETCDADM_CACHE=$cache bash "$images/dns/build.sh" all ;;&
   kube|all)

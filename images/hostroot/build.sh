@@ -4,16 +4,26 @@
 # already uses. Hosts are systemd-nspawn containers that each mount an
 # overlay on top of this tree (test/e2e/harness), so it is never written to.
 #
-# Cache: $ETCDADM_CACHE/hostroot/bookworm/{rootfs/,stamp}. The stamp is the
+# Cache: $ETCDADM_CACHE/hostroot/VARIANT/{rootfs/,stamp}. The stamp is the
 # sha256 of this script: the tree is rebuilt only when the recipe changes.
+#
+# Variants: bookworm (systemd 252, every e2e host) and sysupdate: the same
+# with systemd 254 from bookworm-backports, whose systemd-sysupdate (and
+# systemd-pull, in systemd-container) the sysupdate e2e scenario runs;
+# bookworm's systemd 252 has no systemd-sysupdate.
 # The build goes to a temporary directory that is renamed into place, so a
 # crashed build leaves no half tree behind. Installs debootstrap and
 # systemd-container (systemd-nspawn) with apt-get when they are missing.
 #
-# Usage: build.sh            (needs root; about 1-2 minutes cold)
+# Usage: build.sh [bookworm|sysupdate]   (needs root; about 1-2 minutes cold)
 set -euo pipefail
 
 SUITE=bookworm
+VARIANT=${1:-bookworm}
+case "$VARIANT" in
+  bookworm|sysupdate) ;;
+  *) printf 'hostroot: unknown variant %s (want bookworm or sysupdate)\n' "$VARIANT" >&2; exit 2 ;;
+esac
 # minbase already has util-linux (mount, losetup) and the shell tools;
 # e2fsprogs formats member volumes, iputils-ping is for network checks,
 # procps for ps/pgrep when debugging a host by hand.
@@ -29,7 +39,7 @@ MASK=(
 )
 
 cache=${ETCDADM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcdadm}
-dest="$cache/hostroot/$SUITE"
+dest="$cache/hostroot/$VARIANT"
 stamp=$(sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1)
 
 log() { printf 'hostroot: %s\n' "$*" >&2; }
@@ -71,15 +81,33 @@ url=$(mirror | grep -v -- '-security' | head -n1 || true)
 url=${url:-http://deb.debian.org/debian}
 
 mkdir -p "$cache/hostroot"
-work=$(mktemp -d "$cache/hostroot/.$SUITE-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+work=$(mktemp -d "$cache/hostroot/.$VARIANT-build.XXXXXX")
 root="$work/rootfs"
+trap 'umount "$root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
 log "debootstrap $SUITE from $url into $dest (about 1-2 minutes)"
 if ! debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$root" "$url" >"$work/debootstrap.log" 2>&1; then
   tail -n 30 "$work/debootstrap.log" >&2
   [ -f "$root/debootstrap/debootstrap.log" ] && tail -n 30 "$root/debootstrap/debootstrap.log" >&2
   log "debootstrap failed"
   exit 1
+fi
+
+if [ "$VARIANT" = sysupdate ]; then
+  log "systemd from $SUITE-backports (systemd-sysupdate)"
+  printf 'deb %s %s-backports main\n' "$url" "$SUITE" >"$root/etc/apt/sources.list.d/backports.list"
+  # No service starts inside the chroot.
+  printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod 0755 "$root/usr/sbin/policy-rc.d"
+  mount -t proc proc "$root/proc"
+  if ! { chroot "$root" apt-get update &&
+         DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y --no-install-recommends \
+           -t "$SUITE-backports" systemd systemd-sysv systemd-container libsystemd0 libudev1; } >"$work/backports.log" 2>&1; then
+    tail -n 30 "$work/backports.log" >&2
+    log "installing systemd from $SUITE-backports failed"
+    exit 1
+  fi
+  umount "$root/proc"
+  rm -f "$root/usr/sbin/policy-rc.d" "$root/etc/apt/sources.list.d/backports.list"
+  [ -x "$root/lib/systemd/systemd-sysupdate" ] || { log "no systemd-sysupdate after the install"; exit 1; }
 fi
 
 for u in "${MASK[@]}"; do

@@ -42,7 +42,11 @@ and one per --sysext-etcd-version, one a minor) and the etcdadm image into
 /opt/extensions/NAME/ and links /etc/extensions/NAME.raw to each (NAME:
 etcd-X.Y, etcdadm), checking their sha256; systemd-sysupdate transfers
 (/etc/sysupdate.NAME.d/NAME.transfer and .conf) keep them current from the
-same URL: systemd-sysupdate -C NAME update. With --sysext-baked the images are
+same URL (or --sysext-update-url): etcd-sysupdate.timer runs 'etcdadm
+sysupdate', which fetches newer images, merges them, and declares a newer
+etcd patch once every host has it, so the version switchers roll the
+members onto it one at a time (never across a minor; 'etcdadm sysupdate
+--help'). With --sysext-baked the images are
 in the host's image at /etc/extensions already and nothing is downloaded.
 The config writes no unit files (the image has them), only drop-ins, and
 enables etcdadm-sysext.service: once systemd-sysext merged the images it
@@ -64,6 +68,7 @@ holds the S3 credentials: --out-dir files are written 0600.`,
 			&cli.BoolFlag{Name: "sysext-baked", Usage: "with --binaries sysext: the images are in /etc/extensions already (etcdadm.raw, etcd-X.Y.raw); nothing is downloaded"},
 			&cli.StringSliceFlag{Name: "sysext-etcd-version", Usage: "with --binaries sysext: also install this etcd version's image, one a minor, repeatable (the version switcher then needs no download)"},
 			&cli.StringFlag{Name: "sysext-etcdadm-version", Usage: "with --binaries sysext: the etcdadm image to install, when --sha256-file lists several"},
+			&cli.StringFlag{Name: "sysext-update-url", Usage: "with --binaries sysext: where systemd-sysupdate looks for newer images and their SHA256SUMS (default: --binaries-base-url)"},
 			&cli.StringFlag{Name: "name", Usage: "this host's member name, for a per-host config (ETCDADM_MEMBER_NAME in host.env)"},
 			&cli.StringFlag{Name: "host", Usage: "how peers reach this host, address or DNS name (ETCDADM_HOST in host.env)"},
 			&cli.StringSliceFlag{Name: "ip", Usage: "this host's addresses for its certificates, repeatable (ETCDADM_IPS in host.env)"},
@@ -112,6 +117,7 @@ func renderAction(c *cli.Context) error {
 		SysextBaked:          c.Bool("sysext-baked"),
 		SysextEtcdVersions:   c.StringSlice("sysext-etcd-version"),
 		SysextEtcdadmVersion: c.String("sysext-etcdadm-version"),
+		SysextUpdateURL:      c.String("sysext-update-url"),
 		EnableUnits:          c.StringSlice("enable"),
 		Manual:               c.Bool("manual"),
 	}

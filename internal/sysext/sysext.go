@@ -101,3 +101,33 @@ CurrentSymlink=` + i.Link() + `
 InstancesMax=3
 `
 }
+
+// Ours reports whether a sysupdate component is one of these images':
+// etcdadm, or etcd-X.Y.
+func Ours(component string) bool {
+	if component == "etcdadm" {
+		return true
+	}
+	minor, ok := strings.CutPrefix(component, "etcd-")
+	if !ok {
+		return false
+	}
+	v, err := etcdversion.Parse(minor + ".0")
+	return err == nil && v.MinorString() == minor
+}
+
+// Components are the sysupdate components whose transfer directories
+// (TransferDir) names lists: ours, sorted as given.
+func Components(names []string) []string {
+	var out []string
+	for _, n := range names {
+		c, ok := strings.CutPrefix(n, "sysupdate.")
+		if !ok {
+			continue
+		}
+		if c, ok = strings.CutSuffix(c, ".d"); ok && Ours(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

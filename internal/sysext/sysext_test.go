@@ -1,7 +1,9 @@
 package sysext
 
 import (
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,5 +73,19 @@ func TestTransfer(t *testing.T) {
 	}
 	if f := img.TransferFiles(); len(f) != 2 || f[0] != "etcd-3.7.transfer" || f[1] != "etcd-3.7.conf" {
 		t.Errorf("transfer files %v", f)
+	}
+}
+
+func TestComponents(t *testing.T) {
+	got := Components([]string{"sysupdate.d", "sysupdate.etcd-3.6.d", "sysupdate.etcdadm.d", "sysupdate.kubernetes.d", "sysupdate.etcd-3.x.d", "sysupdate.etcd-3.6", "sysupdate.etcd-03.6.d"})
+	want := []string{"etcd-3.6", "etcdadm"}
+	if !slices.Equal(got, want) {
+		t.Errorf("Components = %v, want %v", got, want)
+	}
+	for _, v := range []string{"3.5.35", "3.7.3"} {
+		img := Etcd(etcdversion.MustParse(v))
+		if c := Components([]string{path.Base(img.TransferDir())}); len(c) != 1 || c[0] != img.Name {
+			t.Errorf("Components(%s) = %v, want [%s]", img.TransferDir(), c, img.Name)
+		}
 	}
 }

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		"load":     runLoadHelper,
 		"soak":     runSoakHelper,
 		"kube":     runKubeHelper,
+		"files":    runFilesHelper,
 	}
 	if name := os.Getenv("E2E_HELPER"); name != "" {
 		run, ok := helpers[name]

@@ -86,7 +86,7 @@ type rolloutStatus struct {
 // storeStatus runs etcdadm status on h as an operator there would, with
 // the host's store settings and credentials.
 func storeStatus(t *testing.T, ctx context.Context, h *harness.Host, args ...string) (string, string, error) {
-	script := `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm status --units=false --dial-timeout 2s --store "$ETCDADM_STORE" "$@"`
+	script := `. /etc/etcdadm/etcdadm.env && export AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials && set -- status --units=false --dial-timeout 2s --store "$ETCDADM_STORE" "$@"; ` + hostEtcdadm + ` "$@"`
 	return h.Exec(t, ctx, append([]string{"sh", "-c", script, "status"}, args...)...)
 }
 

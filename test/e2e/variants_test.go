@@ -60,7 +60,10 @@ func (c *cluster) render(t testing.TB, o ignition.Options) []byte {
 	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o.Store, o.EtcdVersion, o.S3CredentialsFile, o.LogLevel = c.storeURL, e2eVersion, creds, "debug"
+	o.Store, o.S3CredentialsFile, o.LogLevel = c.storeURL, creds, "debug"
+	if o.EtcdVersion == "" {
+		o.EtcdVersion = e2eVersion
+	}
 	_, ign, err := ignition.Render(o)
 	if err != nil {
 		t.Fatalf("render %s/%s: %v", o.Variant, o.Binaries, err)

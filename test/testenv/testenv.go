@@ -43,6 +43,10 @@ func EtcdVersions() []string {
 	return []string{"3.5.35", "3.6.16", "3.7.3"}
 }
 
+// PreviousPatch is the patch before EtcdVersions' 3.6 (make components
+// builds it): the version the sysupdate scenario updates from.
+func PreviousPatch() string { return "3.6.15" }
+
 // EtcdBin is the path of tool (etcd, etcdctl or etcdutl) of an etcd version.
 func EtcdBin(t testing.TB, version, tool string) string {
 	t.Helper()

@@ -29,11 +29,11 @@ const (
 )
 
 // rootfsDir is the cached host root filesystem images/hostroot/build.sh
-// made, checked to exist and, when the test runs inside the repository, to
-// be built by the current recipe.
-func rootfsDir(t testing.TB) string {
+// made of variant, checked to exist and, when the test runs inside the
+// repository, to be built by the current recipe.
+func rootfsDir(t testing.TB, variant string) string {
 	t.Helper()
-	base := filepath.Join(testenv.CacheDir(), "hostroot", "bookworm")
+	base := filepath.Join(testenv.CacheDir(), "hostroot", variant)
 	root := filepath.Join(base, "rootfs")
 	if _, err := os.Stat(filepath.Join(root, "lib", "systemd", "systemd")); err != nil {
 		t.Fatalf("harness: the test host rootfs %s is missing (%v): %s", root, err, fixComponents)

@@ -61,6 +61,9 @@ type HostOptions struct {
 	Addr netip.Addr
 	// NspawnArgs are extra systemd-nspawn arguments.
 	NspawnArgs []string
+	// Rootfs is the images/hostroot variant the host boots ("sysupdate":
+	// systemd 254 with systemd-sysupdate); "" is bookworm's systemd 252.
+	Rootfs string
 	// BootTimeout bounds the boot; zero means 60 s.
 	BootTimeout time.Duration
 	// WhileBooting, if set, is called on the caller's goroutine at every
@@ -129,7 +132,11 @@ func (n *Network) Boot(t testing.TB, name string, opts HostOptions) *Host {
 	t.Cleanup(func() { h.destroy(t) })
 	t.Cleanup(func() { n.holdIfFailed(t) }) // runs first: before any teardown
 
-	if err := h.makeRoot(n.rootfs); err != nil {
+	rootfs := n.rootfs
+	if opts.Rootfs != "" {
+		rootfs = rootfsDir(t, opts.Rootfs)
+	}
+	if err := h.makeRoot(rootfs); err != nil {
 		t.Fatalf("harness: Boot %s: %v", name, err)
 	}
 	if err := h.plugIn(); err != nil {

@@ -48,7 +48,7 @@ func NewNetwork(t testing.TB, subnet string) *Network {
 	if err != nil || !prefix.Addr().Is4() || prefix.Bits() < 8 || prefix.Bits() > 30 || prefix.Masked() != prefix {
 		t.Fatalf("harness: NewNetwork: want an IPv4 subnet like 10.77.0.0/24 (/8 to /30, host bits zero), got %q", subnet)
 	}
-	rootfs := rootfsDir(t)
+	rootfs := rootfsDir(t, "bookworm")
 	hier, err := cgroupHierarchies()
 	if err != nil {
 		t.Fatalf("harness: %v", err)
