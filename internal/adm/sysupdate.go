@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/hostaddr"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/sysupdate"
 )
@@ -40,7 +41,8 @@ unfinished (the next run tries again), nor with --declare=false
 Exit codes: 0 done (updated or not), 1 failure.`,
 		Flags: []cli.Flag{
 			cliflags.Store(),
-			&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name, whose registry entry lists the versions it has"},
+			&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name, whose registry entry lists the versions it has (default: as member join names it)"},
+			&cli.StringFlag{Name: "volume-provider", EnvVars: []string{"ETCDADM_VOLUME_PROVIDER"}, Usage: "etcd-volume-attach's provider: with local or pool, the member name comes from the attached volume (identity.env)"},
 			&cli.BoolFlag{Name: "declare", Value: true, EnvVars: []string{"ETCDADM_SYSUPDATE_DECLARE"}, Usage: "declare a newer patch of the cluster's minor once every host has it"},
 			&cli.StringFlag{Name: "sysupdate", Value: "/usr/lib/systemd/systemd-sysupdate", EnvVars: []string{"ETCDADM_SYSUPDATE"}, Usage: "the systemd-sysupdate program"},
 			&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
@@ -57,7 +59,11 @@ Exit codes: 0 done (updated or not), 1 failure.`,
 				return err
 			}
 			defer sd.m.Conn.Close()
-			cfg := sysupdate.Config{Root: c.String("root"), Sysupdate: c.String("sysupdate"), Member: c.String("name"), Declare: c.Bool("declare")}
+			name, err := hostaddr.MemberName(c.String("name"), c.String("volume-provider"))
+			if err != nil {
+				return cli.Exit(err, 1)
+			}
+			cfg := sysupdate.Config{Root: c.String("root"), Sysupdate: c.String("sysupdate"), Member: name, Declare: c.Bool("declare")}
 			out, err := sysupdate.Run(ctx, cfg, sysupdate.Deps{Store: st, Systemd: sd, Log: cliflags.Logger(c).With("component", "sysupdate"), Now: time.Now})
 			if err != nil {
 				daemon.SdNotify(false, "STATUS=failed: "+err.Error())

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,7 +36,7 @@ type Config struct {
 	// Sysupdate is the systemd-sysupdate program.
 	Sysupdate string
 	// Member is this host's member name: its registry entry is refreshed
-	// with the versions it has ("" skips that).
+	// with the versions it has.
 	Member string
 	// Declare lets a run declare a newer patch every host has.
 	Declare bool
@@ -92,6 +93,8 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 		link := filepath.Join(root, sysext.ActiveDir, c+".raw")
 		before, _ := os.Readlink(link)
 		cmd := exec.CommandContext(ctx, cfg.Sysupdate, "--component="+c, "update")
+		// Its progress notifications are not this unit's status.
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "NOTIFY_SOCKET=") })
 		b, err := cmd.CombinedOutput()
 		if err != nil {
 			return out, fmt.Errorf("sysupdate: %s --component=%s update: %w\n%s", cfg.Sysupdate, c, err, strings.TrimSpace(string(b)))
@@ -107,10 +110,8 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 			return out, err
 		}
 	}
-	if cfg.Member != "" {
-		if err := restamp(ctx, cfg, d); err != nil {
-			return out, err
-		}
+	if err := restamp(ctx, cfg, d); err != nil {
+		return out, err
 	}
 	if cfg.Declare {
 		v, note, err := declarePatch(ctx, d)
@@ -152,7 +153,9 @@ func restamp(ctx context.Context, cfg Config, d Deps) error {
 	for _, p := range peers {
 		if p.Name == cfg.Member {
 			p.Versions = nil
-			return member.Register(ctx, d.Store, member.Stamp(p, cfg.Root, d.Now()))
+			p = member.Stamp(p, cfg.Root, d.Now())
+			d.Log.Info("registered this host's etcd versions", "member", p.Name, "versions", p.Versions)
+			return member.Register(ctx, d.Store, p)
 		}
 	}
 	d.Log.Info("this host has no registry entry yet (member join writes it): nothing to refresh", "member", cfg.Member)

@@ -55,10 +55,12 @@ func TestSysupdatePatch(t *testing.T) {
 	updateURL := "http://" + net.JoinHostPort(c.n.SwitchIP().String(), "8080")
 	c.ign = c.render(t, ignition.Options{Variant: ignition.Flatcar, EtcdVersion: from, Binaries: ignition.BinariesSysext,
 		BinariesBaseURL: ignURL, SHA256File: filepath.Join(served, "SHA256SUMS"), SysextUpdateURL: updateURL})
-	opts := harness.HostOptions{Ignition: c.ign, FetchRemote: true, Devices: harness.LoopDevices(t, 8), Rootfs: "sysupdate"}
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	var hosts []*harness.Host
 	for _, n := range names {
+		// The loop devices of the moment: systemd-sysext on a host removes
+		// the loop devices it detaches, and nspawn needs each node it binds.
+		opts := harness.HostOptions{Ignition: c.ign, FetchRemote: true, Devices: harness.LoopDevices(t, 8), Rootfs: "sysupdate"}
 		hosts = append(hosts, c.n.Boot(t, n, opts))
 	}
 	waitHealthy(t, hosts[0], names, 3*time.Minute)
@@ -125,7 +127,7 @@ func sysupdateRun(t *testing.T, h *harness.Host) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if out, errOut, err := h.Exec(t, ctx, "systemctl", "start", "etcd-sysupdate.service"); err != nil {
-		j, _, _ := h.Exec(t, context.Background(), "journalctl", "--no-pager", "-n", "60", "-u", "etcd-sysupdate")
+		j, _, _ := h.Exec(t, context.Background(), "journalctl", "--no-pager", "-n", "80", "-u", "etcd-sysupdate", "-u", "systemd-sysext")
 		t.Fatalf("%s: systemctl start etcd-sysupdate: %v\n%s%s\n%s", h.Name(), err, out, errOut, j)
 	}
 	return strings.TrimSpace(h.MustExec(t, "systemctl", "show", "-p", "StatusText", "--value", "etcd-sysupdate.service"))

@@ -5,23 +5,26 @@ package harness
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-var loopRe = regexp.MustCompile(`^loop([0-9]+)$`)
+// loopRange is how many loop devices (/dev/loop0 and up) every host gets
+// a node for.
+const loopRange = 64
 
-// LoopDevices makes sure the test machine has at least free unused loop
-// devices and returns /dev/loop-control and every /dev/loopN, for
-// HostOptions.Devices: losetup inside a host allocates through
-// loop-control, but a host's /dev is its own and gets no node for a loop
-// device created after it booted. Loop devices are global, so hosts see
-// each other's attachments, as hosts sharing a SAN would.
+// LoopDevices makes sure the test machine has /dev/loop0 to
+// /dev/loop63, at least free of them unused, and returns /dev/loop-control
+// and those nodes, for HostOptions.Devices: losetup and systemd-sysext
+// inside a host allocate through loop-control, but a host's /dev is its own
+// and gets no node for a loop device created after it booted. The range is
+// fixed because a detached device is removed (systemd-sysext and
+// 'losetup -d' remove it) and LOOP_CTL_GET_FREE then hands out the lowest
+// free index, removed or not: within the range, every index a host is
+// handed has its node. Loop devices are global, so hosts see each other's
+// attachments, as hosts sharing a SAN would.
 func LoopDevices(t testing.TB, free int) []string {
 	t.Helper()
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
@@ -29,11 +32,9 @@ func LoopDevices(t testing.TB, free int) []string {
 		t.Fatalf("harness: loop devices: %v (is the loop module loaded? modprobe loop)", err)
 	}
 	defer ctl.Close()
+	devs := []string{"/dev/loop-control"}
 	unused := 0
-	for i := 0; unused < free; i++ {
-		if i >= 512 {
-			t.Fatalf("harness: loop devices: fewer than %d unused among /dev/loop0-511", free)
-		}
+	for i := 0; i < loopRange; i++ {
 		dev := "/dev/loop" + strconv.Itoa(i)
 		if _, err := os.Stat(dev); os.IsNotExist(err) {
 			if err := unix.IoctlSetInt(int(ctl.Fd()), unix.LOOP_CTL_ADD, i); err != nil && err != unix.EEXIST {
@@ -44,22 +45,10 @@ func LoopDevices(t testing.TB, free int) []string {
 		if _, err := os.Stat(fmt.Sprintf("/sys/block/loop%d/loop/backing_file", i)); os.IsNotExist(err) {
 			unused++
 		}
+		devs = append(devs, dev)
 	}
-	devs := []string{"/dev/loop-control"}
-	entries, err := os.ReadDir("/dev")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nums []int
-	for _, e := range entries {
-		if m := loopRe.FindStringSubmatch(e.Name()); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			nums = append(nums, n)
-		}
-	}
-	slices.Sort(nums)
-	for _, n := range nums {
-		devs = append(devs, filepath.Join("/dev", "loop"+strconv.Itoa(n)))
+	if unused < free {
+		t.Fatalf("harness: loop devices: %d of /dev/loop0-%d unused, want %d (losetup -a lists what holds them)", unused, loopRange-1, free)
 	}
 	return devs
 }
