@@ -26,7 +26,8 @@ newer image from the transfer's URL (checked against its SHA256SUMS) goes to
 /opt/extensions/NAME/ and /etc/extensions/NAME.raw moves to it. An etcd
 image's transfer matches the patches of its own minor only, so no unattended
 update crosses a minor. When an image changed, systemd-sysext.service is
-restarted (the images merge again) and systemd reloads its units.
+restarted (the images merge again) and systemd reloads its units; a run
+stopped between an update and its merge merges on the next run.
 
 Then this host's registry entry lists the etcd versions it has now, and
 when every host has a newer patch of the spec's minor, it is declared as
@@ -46,6 +47,7 @@ Exit codes: 0 done (updated or not), 1 failure.`,
 			&cli.BoolFlag{Name: "declare", Value: true, EnvVars: []string{"ETCDADM_SYSUPDATE_DECLARE"}, Usage: "declare a newer patch of the cluster's minor once every host has it"},
 			&cli.StringFlag{Name: "sysupdate", Value: "/usr/lib/systemd/systemd-sysupdate", EnvVars: []string{"ETCDADM_SYSUPDATE"}, Usage: "the systemd-sysupdate program"},
 			&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
+			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/etcd-sysupdate", EnvVars: []string{"ETCDADM_SYSUPDATE_STATE_DIR"}, Usage: "where the run keeps what the host merged last (the unit's StateDirectory)"},
 		},
 		Action: func(c *cli.Context) error {
 			st, err := cliflags.OpenStore(c)
@@ -63,7 +65,7 @@ Exit codes: 0 done (updated or not), 1 failure.`,
 			if err != nil {
 				return cli.Exit(err, 1)
 			}
-			cfg := sysupdate.Config{Root: c.String("root"), Sysupdate: c.String("sysupdate"), Member: name, Declare: c.Bool("declare")}
+			cfg := sysupdate.Config{Root: c.String("root"), Sysupdate: c.String("sysupdate"), Member: name, Declare: c.Bool("declare"), StateDir: c.String("state-dir")}
 			out, err := sysupdate.Run(ctx, cfg, sysupdate.Deps{Store: st, Systemd: sd, Log: cliflags.Logger(c).With("component", "sysupdate"), Now: time.Now})
 			if err != nil {
 				daemon.SdNotify(false, "STATUS=failed: "+err.Error())

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
@@ -40,6 +42,8 @@ type Config struct {
 	Member string
 	// Declare lets a run declare a newer patch every host has.
 	Declare bool
+	// StateDir (under Root) keeps what the host merged last.
+	StateDir string
 }
 
 // Systemd is what a run asks of the host's systemd.
@@ -89,6 +93,19 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	if len(comps) == 0 {
 		return out, fmt.Errorf("sysupdate: no /etc/sysupdate.NAME.d of etcdadm's images (etcd-X.Y, etcdadm): this host was not rendered with --binaries sysext and downloaded images")
 	}
+	// What the host merged: written before the first update, and after
+	// each merge, so a run that stopped between an update and its merge
+	// merges on the next.
+	mergedFile := filepath.Join(root, cfg.StateDir, "merged")
+	merged, err := os.ReadFile(mergedFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Nothing has updated the links since the boot merged them.
+		merged = []byte(activeLinks(root, comps))
+		err = atomicfile.Write(mergedFile, merged, 0o644, -1, -1)
+	}
+	if err != nil {
+		return out, fmt.Errorf("sysupdate: %w", err)
+	}
 	for _, c := range comps {
 		link := filepath.Join(root, sysext.ActiveDir, c+".raw")
 		before, _ := os.Readlink(link)
@@ -105,9 +122,15 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 			d.Log.Info("image updated", "component", c, "from", filepath.Base(before), "to", filepath.Base(after))
 		}
 	}
-	if len(out.Updated) > 0 {
+	if now := activeLinks(root, comps); now != string(merged) {
+		if len(out.Updated) == 0 {
+			d.Log.Info("merging the images an earlier run fetched but did not merge")
+		}
 		if err := d.Systemd.Refresh(ctx); err != nil {
 			return out, err
+		}
+		if err := atomicfile.Write(mergedFile, []byte(now), 0o644, -1, -1); err != nil {
+			return out, fmt.Errorf("sysupdate: %w", err)
 		}
 	}
 	if err := restamp(ctx, cfg, d); err != nil {
@@ -130,6 +153,17 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	}
 	out.Summary = summary(out)
 	return out, nil
+}
+
+// activeLinks is where each component's /etc/extensions link points, one
+// "component target" line each.
+func activeLinks(root string, comps []string) string {
+	var b strings.Builder
+	for _, c := range comps {
+		target, _ := os.Readlink(filepath.Join(root, sysext.ActiveDir, c+".raw"))
+		fmt.Fprintf(&b, "%s %s\n", c, target)
+	}
+	return b.String()
 }
 
 func summary(o Outcome) string {
