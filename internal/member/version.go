@@ -73,26 +73,32 @@ func RewriteEnv(cfg Config, v etcdversion.Version, set map[string]string) (chang
 // without data must start with: the lowest version the running members
 // have (a binary older than the cluster version is refused by etcd, and a
 // skipped minor corrupts), or the spec's before the cluster exists. A
-// member with data keeps the binary that wrote it; the version switcher
-// moves it.
+// member with data keeps the binary that wrote it (the version switcher
+// moves it), unless that binary is older than every running member's: the
+// data came on a volume from a host that ran a newer version (a pool
+// volume outlives its host, and the new host's image has the version it
+// was built with).
 func (j *joiner) useClusterVersion(ctx context.Context) error {
 	dir := etcdbin.HostDir(j.cfg.Root)
 	cur, err := dir.Current()
-	if err != nil || j.hasData() {
-		return nil // no /opt/etcd/current here (a fixed binary), or data decides
+	if err != nil {
+		return nil // no /opt/etcd/current here (a fixed binary)
 	}
+	data := j.hasData()
 	want, err := etcdversion.Parse(j.cluster.Spec.EtcdVersion)
 	if err != nil {
 		return fmt.Errorf("member join: %w", err)
 	}
+	running := false
 	if created, err := exists(ctx, j.d.Store, etcdmanager.ClusterCreatedKey); err != nil {
 		return err
 	} else if created {
-		if v, ok := j.lowestRunningVersion(ctx); ok {
+		var v etcdversion.Version
+		if v, running = j.lowestRunningVersion(ctx); running {
 			want = v
 		}
 	}
-	if want == cur {
+	if want == cur || data && (!running || etcdversion.Compare(want, cur) < 0) {
 		return nil
 	}
 	if err := dir.Ensure(ctx, want, etcdbin.Releases{Store: j.d.Store}); err != nil {
@@ -101,7 +107,7 @@ func (j *joiner) useClusterVersion(ctx context.Context) error {
 	if err := dir.Use(want); err != nil {
 		return fmt.Errorf("member join: %w", err)
 	}
-	j.log.Info("using the etcd version the cluster runs", "from", cur.String(), "to", want.String())
+	j.log.Info("using the etcd version the cluster runs", "from", cur.String(), "to", want.String(), "data", data)
 	return nil
 }
 

@@ -16,7 +16,7 @@ import (
 // fakeSystemd counts the merges asked for.
 type fakeSystemd struct{ refreshes int }
 
-func (f *fakeSystemd) Refresh(context.Context) error      { f.refreshes++; return nil }
+func (f *fakeSystemd) Refresh(context.Context) error       { f.refreshes++; return nil }
 func (f *fakeSystemd) StartSwitcher(context.Context) error { return nil }
 
 // A run merges exactly when the links moved since the last merge: after
