@@ -38,7 +38,9 @@ soak: components build
 	ETCDADM_SOAK_DURATION=$${ETCDADM_SOAK_DURATION:-30m} $(GO) test -count=1 -run '^TestChaosSoak$$' -v -timeout 120m ./test/e2e/
 
 # A 3-master cluster in systemd-nspawn hosts from one Ignition config,
-# backed up, left running (needs root); make demo-down removes it.
+# backed up, left running (needs root); it prints the next steps (upgrade,
+# replace a host, resize, restore) as test/demo/cluster.sh commands that
+# work as printed. make demo-down removes it.
 demo: components build
 	bash test/demo/cluster.sh up
 
