@@ -101,7 +101,9 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		// Nothing has updated the links since the boot merged them.
 		merged = []byte(activeLinks(root, comps))
-		err = atomicfile.Write(mergedFile, merged, 0o644, -1, -1)
+		if err = os.MkdirAll(filepath.Dir(mergedFile), 0o755); err == nil {
+			err = atomicfile.Write(mergedFile, merged, 0o644, -1, -1)
+		}
 	}
 	if err != nil {
 		return out, fmt.Errorf("sysupdate: %w", err)

@@ -24,7 +24,7 @@ func (f *fakeSystemd) StartSwitcher(context.Context) error { return nil }
 // never when nothing changed.
 func TestRunMergesWhatIsFetched(t *testing.T) {
 	root := t.TempDir()
-	for _, d := range []string{"etc/sysupdate.etcd-3.6.d", "etc/extensions", "var/lib/etcd-sysupdate"} {
+	for _, d := range []string{"etc/sysupdate.etcd-3.6.d", "etc/extensions"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
