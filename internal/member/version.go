@@ -89,6 +89,12 @@ func (j *joiner) useClusterVersion(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("member join: %w", err)
 	}
+	if data && etcdversion.Compare(cur, want) >= 0 {
+		// As new as the spec: no running member is newer, and asking
+		// them on every run would cost each host's timer a status call
+		// to every member.
+		return nil
+	}
 	running := false
 	if created, err := exists(ctx, j.d.Store, etcdmanager.ClusterCreatedKey); err != nil {
 		return err

@@ -402,13 +402,9 @@ func TestCrashPointSweep(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			out, _, _ := storeStatus(t, ctx, a, "-o", "json")
-			var st struct {
-				Versions struct {
-					Restore *struct{ State string } `json:"restore"`
-				} `json:"versions"`
-			}
+			var st restoreReport
 			json.Unmarshal([]byte(out), &st)
-			return st.Versions.Restore != nil && st.Versions.Restore.State == "done", out
+			return st.restoreDone(), out
 		}
 		s.until(t, "restore", 5*time.Minute, every("etcd-member-join.service"), restored)
 		if got := ctl("get", "--print-value-only", "/sweep/before"); !strings.Contains(got, "kept") {

@@ -103,7 +103,7 @@ func bootDemo(t *testing.T, dir string) *demo {
   the Ignition config they booted from: %s
 
 `, volSuffix, filepath.Join(dir, "master.ign"))
-	b.WriteString(d.nextSteps(e2eVersion))
+	b.WriteString(d.nextSteps(repoTop(t), e2eVersion))
 	b.WriteString("\nRemove everything: make demo-down\n")
 	os.WriteFile(filepath.Join(dir, "master.ign"), c.ign, 0o600)
 	if err := os.WriteFile(filepath.Join(dir, "howto.txt"), []byte(b.String()), 0o644); err != nil {
@@ -119,7 +119,7 @@ const demoScript = "test/demo/cluster.sh"
 // nextSteps are the next things an operator does, as commands that work
 // on the demo when run in this order (TestMakeDemo runs them as printed).
 // Each step is a title line "N. ..." and its commands, indented.
-func (d *demo) nextSteps(from string) string {
+func (d *demo) nextSteps(top, from string) string {
 	s := demoScript
 	return fmt.Sprintf(`Next, what an operator does (as root, from %[1]s; each line works as printed, in this order):
   %[2]s on HOST CMD... runs CMD on a master (etcdadm, etcdctl and kubectl on its PATH);
@@ -151,14 +151,15 @@ func (d *demo) nextSteps(from string) string {
    %[2]s on master-1 etcdadm status   # until the restore is done and every member healthy
    %[2]s each systemctl start kube-apiserver
    %[2]s on master-1 etcdctl get /demo/ --prefix   # /demo/hello is back, /demo/after-backup is not
-`, d.top(), s, from, d.upgrade)
+`, top, s, from, d.upgrade)
 }
 
-// top is the repository's top directory.
-func (d *demo) top() string {
+// repoTop is the repository's top directory (the tests run in test/e2e).
+func repoTop(t testing.TB) string {
+	t.Helper()
 	top, err := filepath.Abs("../..")
 	if err != nil {
-		return "the repository's top directory"
+		t.Fatal(err)
 	}
 	return top
 }
@@ -228,10 +229,7 @@ func (d *demo) handle(t *testing.T, req []string) (string, int) {
 // `make demo-down`.
 func TestMakeDemo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	top, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	top := repoTop(t)
 	run := func(line string, timeout time.Duration) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -396,11 +394,7 @@ func demoSteps(out string) []demoStep {
 // demoStatus is what the steps read of etcdadm status -o json.
 type demoStatus struct {
 	hostStatus
-	Versions struct {
-		Restore *struct {
-			State string `json:"state"`
-		} `json:"restore"`
-	} `json:"versions"`
+	restoreReport
 }
 
 // healthy: n voting members, every one healthy and at version.
@@ -414,8 +408,4 @@ func (s demoStatus) healthy(n int, version string) bool {
 		}
 	}
 	return true
-}
-
-func (s demoStatus) restoreDone() bool {
-	return s.Versions.Restore != nil && s.Versions.Restore.State == "done"
 }

@@ -145,6 +145,19 @@ func TestClusterRestore(t *testing.T) {
 	}
 }
 
+// restoreReport is what etcdadm status -o json says of a cluster restore.
+type restoreReport struct {
+	Versions struct {
+		Restore *struct {
+			State string `json:"state"`
+		} `json:"restore"`
+	} `json:"versions"`
+}
+
+func (r restoreReport) restoreDone() bool {
+	return r.Versions.Restore != nil && r.Versions.Restore.State == "done"
+}
+
 // waitRestored waits until etcdadm status on h says the restore is done.
 func waitRestored(t *testing.T, h *harness.Host, timeout time.Duration) {
 	t.Helper()
@@ -153,15 +166,8 @@ func waitRestored(t *testing.T, h *harness.Host, timeout time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, errOut, _ := storeStatus(t, ctx, h, "-o", "json")
 		cancel()
-		var s struct {
-			Versions struct {
-				Restore *struct {
-					State    string         `json:"state"`
-					Restored map[string]any `json:"restored"`
-				} `json:"restore"`
-			} `json:"versions"`
-		}
-		if err := json.Unmarshal([]byte(out), &s); err == nil && s.Versions.Restore != nil && s.Versions.Restore.State == "done" {
+		var s restoreReport
+		if err := json.Unmarshal([]byte(out), &s); err == nil && s.restoreDone() {
 			return
 		}
 		last = out + errOut

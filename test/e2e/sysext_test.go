@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -65,20 +64,15 @@ func TestSysextHosts(t *testing.T) {
 // /var/lib/extensions (clusterOptions.sysext).
 func sysextExtensions(t testing.TB) []harness.Bind {
 	t.Helper()
-	images := t.TempDir()
-	cmd := exec.Command("bash", "../../images/sysext/build.sh", images)
-	cmd.Env = append(os.Environ(), "ETCD_VERSIONS="+e2eVersion)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("images/sysext/build.sh: %v\n%s", err, out)
-	}
+	images := buildSysextImages(t, e2eVersion)
 	exts := t.TempDir()
-	raws, _ := filepath.Glob(filepath.Join(images, "*.raw"))
 	etcd := sysext.Etcd(etcdversion.MustParse(e2eVersion))
-	for _, raw := range raws {
+	for _, file := range images.files {
+		raw := filepath.Join(images.dir, file)
 		name := etcd.Name
-		if _, ok := sysext.EtcdadmVersion(filepath.Base(raw)); ok {
+		if _, ok := sysext.EtcdadmVersion(file); ok {
 			name = sysext.Etcdadm("").Name
-		} else if filepath.Base(raw) != etcd.File {
+		} else if file != etcd.File {
 			t.Fatalf("build.sh made %s, want %s and an etcdadm image", raw, etcd.File)
 		}
 		if out, err := exec.Command("unsquashfs", "-no-progress", "-d", filepath.Join(exts, name), raw).CombinedOutput(); err != nil {
