@@ -106,6 +106,16 @@ d /etc/etcd/pki  0700 etcd etcd -
 d /var/lib/etcd  0700 etcd etcd -
 `
 
+// tmpfiles is the tmpfiles.d file: with a file:// store, its directory
+// too, root's only (it holds the CA key; a shared directory mounted there
+// later keeps its own modes).
+func (p plan) tmpfiles() string {
+	if p.storeDir == "" {
+		return tmpfiles
+	}
+	return tmpfiles + "d " + p.storeDir + " 0700 root root -\n"
+}
+
 // butane builds the Butane config for p.
 func (p plan) butane() ([]byte, error) {
 	c := butaneConfig{Variant: p.variant, Version: p.version}
@@ -132,7 +142,7 @@ func (p plan) butane() ([]byte, error) {
 	cred.User, cred.Group = root(), root()
 	st.Files = append(st.Files, cred,
 		inlineFile(SysusersFile, 0o644, sysusers),
-		inlineFile(TmpfilesFile, 0o644, tmpfiles))
+		inlineFile(TmpfilesFile, 0o644, p.tmpfiles()))
 	for _, d := range p.downloads {
 		st.Files = append(st.Files, remoteFile(d, 0o755))
 	}
@@ -217,16 +227,39 @@ func (p plan) embeddedUnits(enabled []string) ([]unit, error) {
 
 // dropins are what this config changes in embedded unit n.
 func (p plan) dropins(n string) []dropin {
+	var out []dropin
 	switch {
 	case n == "etcd-volume-renew.timer" && p.renewEvery > 0:
 		every := p.renewEvery.String()
-		return []dropin{{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"}}
+		out = append(out, dropin{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"})
 	case n == "etcd-snapshot-uploader.timer" && p.backupCal != "":
-		return []dropin{{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"}}
+		out = append(out, dropin{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"})
 	case n == "etcd-member-join.service" && p.manual:
-		return []dropin{{Name: "10-manual.conf", Contents: "# etcdadm render --manual: runs at boot once 'etcdadm init' or 'etcdadm join' made\n# this host a member (etcd comes back on its own data); the store is the host's.\n[Unit]\nConditionPathExists=" + manualCreated + "\n[Service]\nReadWritePaths=" + ManualStoreDir + "\n"}}
+		out = append(out, dropin{Name: "10-manual.conf", Contents: "# etcdadm render --manual: runs at boot once 'etcdadm init' or 'etcdadm join' made\n# this host a member (etcd comes back on its own data); the store is the host's.\n[Unit]\nConditionPathExists=" + manualCreated + "\n"})
 	}
-	return nil
+	if p.storeDir != "" && units.ReadsStore(n) {
+		out = append(out, p.storeDropin(n))
+	}
+	return out
+}
+
+// storeDropin lets unit n write a file:// store: its temp files and its
+// lock live in the store's directory, which ProtectSystem=strict makes
+// read-only otherwise. The store belongs to root (0700, objects 0600), so
+// the snapshot uploader, the etcd user's elsewhere, runs as root without
+// capabilities here and reads etcd's client certificate as credentials
+// (/etc/etcd/pki is the etcd user's own).
+func (p plan) storeDropin(n string) dropin {
+	c := "# etcdadm render: the store is the directory " + p.storeDir + " (file://);\n# the unit writes its objects, temp files and lock there.\n[Service]\nReadWritePaths=" + p.storeDir + "\n"
+	if n == "etcd-snapshot-uploader.service" {
+		c += "# The store is root's (0700): the uploader runs as root, without capabilities,\n# and reads etcd's client certificate as credentials.\n" +
+			"User=root\nGroup=root\n" +
+			"LoadCredential=etcd-client.crt:/etc/etcd/pki/client.crt\n" +
+			"LoadCredential=etcd-client.key:/etc/etcd/pki/client.key\n" +
+			"LoadCredential=etcd-ca.crt:/etc/etcd/pki/ca.crt\n" +
+			"Environment=ETCDADM_CERT=%d/etcd-client.crt ETCDADM_KEY=%d/etcd-client.key ETCDADM_CACERT=%d/etcd-ca.crt\n"
+	}
+	return dropin{Name: "10-store.conf", Contents: c}
 }
 
 // remoteFile is a file Ignition downloads and checks.

@@ -169,6 +169,7 @@ type plan struct {
 	secret      bool          // credentials came from a file
 	enable      []string      // units enabled besides units.Enabled()
 	manual      bool          // Options.Manual
+	storeDir    string        // a file:// store's directory; "" for S3
 	renewEvery  time.Duration // the volume lease's renewal; 0: the unit's 40s
 	backupCal   string        // the snapshot timer's OnCalendar=; "": the unit's
 }

@@ -807,8 +807,65 @@ func TestSysextChoices(t *testing.T) {
 	cfg := renderConfig(t, Options{Variant: FCOS, EtcdVersion: "3.6.16", Manual: true, Binaries: BinariesSysext, SysextBaked: true})
 	checkSysextUnits(t, cfg, FCOS, units.ManualEnabled())
 	for _, u := range cfg.Systemd.Units {
-		if u.Name == "etcd-member-join.service" && (len(u.Dropins) != 1 || u.Dropins[0].Name != "10-manual.conf") {
-			t.Errorf("etcd-member-join.service drop-ins %+v, want the manual one", u.Dropins)
+		if u.Name == "etcd-member-join.service" && (len(u.Dropins) != 2 || u.Dropins[0].Name != "10-manual.conf" || u.Dropins[1].Name != "10-store.conf") {
+			t.Errorf("etcd-member-join.service drop-ins %+v, want the manual one and the store's", u.Dropins)
+		}
+	}
+}
+
+// With a file:// store every unit that writes the store may write its
+// directory (ProtectSystem=strict makes it read-only otherwise: member join
+// crash-looped on "read-only file system"), tmpfiles makes it root's 0700,
+// and the uploader runs as root reading etcd's client certificate as
+// credentials. An S3 store adds none of it.
+func TestFileStoreWritable(t *testing.T) {
+	writers := []string{"etcd-member-join.service", "etcd-version-switcher.service", "etcd-reconcile.service",
+		"etcd-sysupdate.service", "etcd-pki-renew.service", "etcd-snapshot-uploader.service",
+		"etcd-volume-attach.service", "etcd-volume-renew.service", "etcd-dns-registrar.service"}
+	for _, tc := range []struct {
+		store string
+		dir   string
+	}{{"file:///srv/etcd%20store", ""}, {"file:///srv/etcd-store/", "/srv/etcd-store"}, {"s3://bucket/prefix?endpoint=https://minio:9000", ""}} {
+		o := Options{Variant: Flatcar, Store: tc.store, EtcdVersion: "3.6.16", Binaries: BinariesBaked}
+		if strings.HasPrefix(tc.store, "s3:") {
+			o.S3CredentialsFile = filepath.Join(t.TempDir(), "creds")
+			writeFile(t, o.S3CredentialsFile, "[default]\naws_access_key_id = a\naws_secret_access_key = b\n", 0o600)
+		}
+		bu, _, err := Render(o)
+		if strings.Contains(tc.store, "%20") {
+			if err == nil || !strings.Contains(err.Error(), "without spaces, %") {
+				t.Errorf("%s: err %v, want a refusal of the path", tc.store, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := renderConfig(t, o)
+		for _, n := range writers {
+			var got string
+			for _, u := range cfg.Systemd.Units {
+				if u.Name == n {
+					for _, d := range u.Dropins {
+						if d.Contents != nil {
+							got += *d.Contents
+						}
+					}
+				}
+			}
+			has := strings.Contains(got, "\nReadWritePaths="+tc.dir+"\n")
+			if tc.dir != "" && !has {
+				t.Errorf("%s: %s may not write the store's directory %s; drop-ins:\n%s", tc.store, n, tc.dir, got)
+			}
+			if tc.dir == "" && got != "" {
+				t.Errorf("%s: %s has drop-ins with an S3 store:\n%s", tc.store, n, got)
+			}
+			if n == "etcd-snapshot-uploader.service" && tc.dir != "" && (!strings.Contains(got, "User=root") || !strings.Contains(got, "ETCDADM_KEY=%d/etcd-client.key")) {
+				t.Errorf("%s: the uploader cannot write a store of root's or read its key:\n%s", tc.store, got)
+			}
+		}
+		if want := "d " + tc.dir + " 0700 root root -"; tc.dir != "" && !strings.Contains(string(bu), want) {
+			t.Errorf("%s: tmpfiles does not make the store directory (%q):\n%s", tc.store, want, bu)
 		}
 	}
 }

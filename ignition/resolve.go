@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -47,6 +49,10 @@ func (o Options) resolve() (plan, error) {
 	kind, err := checkStore(store)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if kind == "file" {
+		u, _ := url.Parse(store)
+		p.storeDir = path.Clean(u.Path)
 	}
 	p.env = append(p.env, envVar{"ETCDADM_STORE", store})
 

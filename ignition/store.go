@@ -33,6 +33,9 @@ func checkStore(raw string) (kind string, err error) {
 			return "", fmt.Errorf("--store %q: name an absolute directory, e.g. file:///var/lib/etcdadm/store", raw)
 		case u.RawQuery != "" || u.Fragment != "":
 			return "", fmt.Errorf("--store %q: file URLs take no query or fragment", raw)
+		case strings.ContainsAny(u.Path, " \t\n%\\\""):
+			// The units name the directory in ReadWritePaths=.
+			return "", fmt.Errorf("--store %q: the hosts' units name this directory in their settings: use a path without spaces, %%, \\ or quotes", raw)
 		}
 		return "file", checkEnvValue(raw)
 	case "s3":

@@ -99,3 +99,24 @@ func Programs() []string {
 	sort.Strings(out)
 	return out
 }
+
+// StoreCredential is the line by which a unit says it opens the store: it
+// loads the S3 credentials (a comment-only file for a file:// store).
+const StoreCredential = "LoadCredential=aws:"
+
+// ReadsStore reports whether unit name opens the store (it loads
+// StoreCredential): etcdadm render gives exactly these units write access
+// to a file:// store's directory.
+func ReadsStore(name string) bool {
+	b, err := Read(name)
+	if err != nil {
+		return false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), StoreCredential) {
+			return true
+		}
+	}
+	return false
+}

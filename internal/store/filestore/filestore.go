@@ -1,7 +1,9 @@
 // Package filestore is the store.Store over a local or NFS directory: the
 // embedded default (file:///path). Writes go to a temp file that is fsynced
 // and renamed (or hard-linked, for create-only), so readers never see a
-// partial object.
+// partial object. The store holds the cluster CA's key: objects are 0600
+// and directories 0700 whatever the process's umask, readable by the
+// owner only (on hosts: root; see docs/operations.md).
 package filestore
 
 import (
@@ -33,6 +35,12 @@ const (
 	lockName  = ".lock"
 )
 
+// Modes of what the store creates, set explicitly (a umask only narrows).
+const (
+	fileMode = 0o600
+	dirMode  = 0o700
+)
+
 // Store keeps objects as files below Root.
 type Store struct {
 	Root string
@@ -47,7 +55,7 @@ func New(dir string) (*Store, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("filestore: %s is not a directory", dir)
 	}
-	return &Store{Root: dir}, nil
+	return &Store{Root: filepath.Clean(dir)}, nil
 }
 
 func (s *Store) String() string { return "file://" + s.Root }
@@ -201,17 +209,22 @@ func (s *Store) writeTemp(dir, base string, r io.Reader) (string, error) {
 	// A Delete or failed Put elsewhere in dir may remove it between
 	// MkdirAll and the create when it is empty; a few tries settle that.
 	for try := 0; ; try++ {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := s.mkdirs(dir); err != nil {
 			return "", err
 		}
 		var err error
-		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) || try == 3 {
 			return "", err
 		}
+	}
+	if err := f.Chmod(fileMode); err != nil {
+		f.Close()
+		os.Remove(name)
+		return "", err
 	}
 	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
@@ -230,6 +243,34 @@ func (s *Store) writeTemp(dir, base string, r io.Reader) (string, error) {
 	return name, nil
 }
 
+// mkdirs makes dir and its missing parents below the root, each with
+// dirMode exactly.
+func (s *Store) mkdirs(dir string) error {
+	if dir == s.Root {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: %w", dir, syscall.ENOTDIR)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := s.mkdirs(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, dirMode); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil // another writer made it
+		}
+		return err
+	}
+	return os.Chmod(dir, dirMode)
+}
+
 // removeEmptyDirs removes dir and its parents up to the root while they
 // are empty, as S3 has no empty prefixes.
 func (s *Store) removeEmptyDirs(dir string) {
@@ -244,7 +285,7 @@ func (s *Store) removeEmptyDirs(dir string) {
 // sharing the directory (flock works on local filesystems and NFSv4). It
 // waits no longer than ctx: a hung NFS client may hold it for minutes.
 func (s *Store) lock(ctx context.Context) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(s.Root, lockName), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(s.Root, lockName), os.O_RDWR|os.O_CREATE, fileMode)
 	if err != nil {
 		return nil, err
 	}

@@ -126,3 +126,47 @@ func TestCompareAndSwapLockBoundedByContext(t *testing.T) {
 		t.Errorf("lock released: %v", err)
 	}
 }
+
+// The store holds the CA's key: whatever the umask of the process that
+// writes (a unit's 0022, an operator's 0000), every object is 0600 and
+// every directory the store makes 0700.
+func TestModesWhateverTheUmask(t *testing.T) {
+	for _, umask := range []int{0o000, 0o022, 0o077} {
+		old := syscall.Umask(umask)
+		root := t.TempDir()
+		s, err := filestore.New(root)
+		if err != nil {
+			syscall.Umask(old)
+			t.Fatal(err)
+		}
+		ctx := t.Context()
+		_, err1 := store.PutBytes(ctx, s, "etcdadm/pki/ca.key", []byte("key"), store.PutOptions{})
+		_, err2 := store.PutBytes(ctx, s, "etcdadm/peers/a.json", []byte("{}"), store.PutOptions{IfNoneMatch: true})
+		info, err3 := store.PutBytes(ctx, s, "control/etcd-cluster-spec", []byte("{}"), store.PutOptions{})
+		_, err4 := store.PutBytes(ctx, s, "control/etcd-cluster-spec", []byte("{ }"), store.PutOptions{IfMatch: info.ETag})
+		syscall.Umask(old)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			t.Fatalf("umask %04o: %v", umask, err)
+		}
+		err = filepath.WalkDir(root, func(p string, de os.DirEntry, err error) error {
+			if err != nil || p == root {
+				return err
+			}
+			fi, err := de.Info()
+			if err != nil {
+				return err
+			}
+			want := os.FileMode(0o600)
+			if de.IsDir() {
+				want = 0o700 | os.ModeDir
+			}
+			if fi.Mode() != want {
+				t.Errorf("umask %04o: %s is %v, want %v", umask, p[len(root):], fi.Mode(), want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
