@@ -30,7 +30,9 @@ Refused, changing nothing: an unknown or unsupported version, a skipped
 minor, a minor step from below its minimum patch (3.5.26 before 3.6, 3.6.11
 before 3.7), a downgrade of more than one minor, a version the hosts cannot
 get ('etcdadm release push' or 'release add' first), and a new target while
-a rollout is unfinished.
+a rollout is unfinished. A refusal names every reason at once, in the order
+to fix them: the path (a skipped minor, a downgrade of more than one minor),
+then the minimum patches, then the releases the hosts cannot get.
 
 --abort: the members of the step in flight go back to the version it
 started from (a downgrade in progress is cancelled); steps already complete

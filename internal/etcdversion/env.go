@@ -43,14 +43,33 @@ func gatedSettings() map[string]string {
 	}
 }
 
+// corruptionChecks are etcd's own corruption checks, off by default in
+// every version we run: the hash comparison with the peers before a member
+// with data serves (InitialCorruptCheck), and the leader's comparison of
+// the followers' hashes after each compaction (CompactHashCheck). 3.5 has
+// only the experimental flags, 3.6 both spellings (but refuses a flag and
+// its gate together), 3.7 only the gates (etcd's embed/config.go and
+// features/etcd_features.go of each version).
+func corruptionChecks() []string {
+	return []string{"ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK", "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED"}
+}
+
 // removedIn36 are settings etcd 3.6 refuses to start with.
 func removedIn36() []string { return []string{"ETCD_ENABLE_V2", "ETCD_EXPERIMENTAL_ENABLE_V2V3"} }
 
 // Env rewrites etcd's environment settings for version v: settings v no
 // longer accepts are translated to their new name (3.7: the plain name or
 // a feature gate) or back to the experimental one (3.5 knows no plain
-// names), or dropped when they have no equivalent. notes say what changed,
+// names), or dropped when they have no equivalent; from 3.6 an
+// experimental flag that has a feature gate is written as the gate (3.6
+// deprecates the flag and refuses it next to its gate). Then etcd's
+// corruption checks are turned on in v's spelling, unless the settings
+// already say (the operator may turn them off). notes say what changed,
 // for the journal. The input is not modified.
+//
+// Member join and the version switcher both write etcd.env through Env,
+// so for one version they write the same file whatever it held before: a
+// member-join run after a switch restarts nothing.
 func Env(v Version, in map[string]string) (out map[string]string, notes []string) {
 	out = maps.Clone(in)
 	if v.Minor >= 6 {
@@ -87,7 +106,7 @@ func Env(v Version, in map[string]string) (out map[string]string, notes []string
 	for _, old := range slices.Sorted(maps.Keys(gated)) {
 		gate := gated[old]
 		switch {
-		case v.Minor >= 7:
+		case v.Minor >= 6:
 			if val, ok := out[old]; ok {
 				delete(out, old)
 				if _, set := gates[gate]; !set {
@@ -110,6 +129,19 @@ func Env(v Version, in map[string]string) (out map[string]string, notes []string
 			if strings.HasPrefix(k, "ETCD_EXPERIMENTAL_") {
 				delete(out, k)
 				notes = append(notes, fmt.Sprintf("dropped %s: etcd %s refuses every experimental setting and this one has no replacement", k, v.MinorString()))
+			}
+		}
+	}
+	for _, old := range corruptionChecks() {
+		gate := gated[old]
+		switch {
+		case v.Minor >= 6:
+			if _, set := gates[gate]; !set {
+				gates[gate] = "true"
+			}
+		default:
+			if _, set := out[old]; !set {
+				out[old] = "true"
 			}
 		}
 	}

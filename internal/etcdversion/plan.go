@@ -55,6 +55,13 @@ func (p Plan) Path() string {
 // get (available): a patch, or minors one at a time, each minor step
 // from at least its minimum patch (going through the newest available
 // patch first when below it), a downgrade of one minor at most.
+//
+// A refusal names every reason at once, the most fundamental first: the
+// path (an unsupported version, a downgrade of more than one minor, a
+// skipped minor no release can bridge), then the gates (the minimum patch
+// before a minor step), then the releases the hosts cannot get. Each
+// reason says what to do, so the operator does not fix one only to meet
+// the next.
 func NewPlan(from, to Version, available []Version) (Plan, error) {
 	p := Plan{From: from, To: to}
 	for _, v := range []Version{from, to} {
@@ -62,53 +69,89 @@ func NewPlan(from, to Version, available []Version) (Plan, error) {
 			return p, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 	}
-	has := func(v Version) bool { return slices.Contains(available, v) }
-	if !has(to) {
-		return p, fmt.Errorf("%w: etcd %s is not available to the hosts (no release in the store, not baked on every host); run 'etcdadm release push %s --from DIR' or 'etcdadm release add %s --url URL --sha256-file FILE' first", ErrRefused, to, to, to)
-	}
+	var r refusal
 	switch {
 	case from == to:
-		return p, nil
 	case SameMinor(from, to):
 		p.Steps = []Step{{from, to, Patch}}
-		return p, nil
 	case Compare(to, from) < 0:
-		if to.Minor != from.Minor-1 {
-			return p, fmt.Errorf("%w: %s → %s goes down %d minors; etcd downgrades one minor at a time: run 'etcdadm upgrade --to 3.%d.x' first, then to %s", ErrRefused, from, to, from.Minor-to.Minor, from.Minor-1, to)
+		switch {
+		case to.Minor != from.Minor-1:
+			r.path = append(r.path, fmt.Sprintf("%s → %s goes down %d minors; etcd downgrades one minor at a time: run 'etcdadm upgrade --to 3.%d.x' first, then to %s", from, to, from.Minor-to.Minor, from.Minor-1, to))
+		case from.Minor < 6:
+			r.path = append(r.path, fmt.Sprintf("etcd %s has no downgrade API (it came with 3.6)", from))
+		default:
+			p.Steps = []Step{{from, to, MinorDown}}
 		}
-		if from.Minor < 6 {
-			return p, fmt.Errorf("%w: etcd %s has no downgrade API (it came with 3.6)", ErrRefused, from)
-		}
-		p.Steps = []Step{{from, to, MinorDown}}
-		return p, nil
+	default:
+		p.Steps = upSteps(from, to, available, &r)
 	}
+	if !slices.Contains(available, to) {
+		r.releases = append(r.releases, fmt.Sprintf("etcd %s is not available to the hosts (no release in the store, not baked on every host); run 'etcdadm release push %s --from DIR' or 'etcdadm release add %s --url URL --sha256-file FILE'", to, to, to))
+	}
+	if err := r.err(from, to); err != nil {
+		p.Steps = nil
+		return p, err
+	}
+	return p, nil
+}
+
+// upSteps is the way up from → to, one minor at a time, through the
+// newest available patches. What is missing goes into r, and the walk
+// goes on as if it were there, so that r names everything missing.
+func upSteps(from, to Version, available []Version, r *refusal) []Step {
+	var steps []Step
 	cur := from
 	for cur.Minor < to.Minor {
 		if min, ok := MinimumBeforeNext(cur); ok && Compare(cur, min) < 0 {
 			next, ok := newest(available, cur, min)
 			if !ok {
-				return p, fmt.Errorf("%w: %s → 3.%d needs every member at %s or later first (older patches can bring back removed members or demote promoted voters); make a 3.%d release ≥ %s available ('etcdadm release push') and plan again", ErrRefused, cur, cur.Minor+1, min, cur.Minor, min)
+				r.gates = append(r.gates, fmt.Sprintf("%s → 3.%d needs every member at %s or later first (older patches can bring back removed members or demote promoted voters); make a 3.%d release ≥ %s available ('etcdadm release push 3.%d.N --from DIR')", cur, cur.Minor+1, min, cur.Minor, min, cur.Minor))
+				next = min
 			}
-			p.Steps = append(p.Steps, Step{cur, next, Patch})
+			steps = append(steps, Step{cur, next, Patch})
 			cur = next
 		}
-		var next Version
-		if cur.Minor+1 == to.Minor {
-			next = to
-		} else {
+		next := to
+		if cur.Minor+1 < to.Minor {
+			// An intermediate minor: a patch the step after it may start from.
+			atLeast := Version{3, cur.Minor + 1, 0}
+			if min, ok := MinimumBeforeNext(atLeast); ok {
+				atLeast = min
+			}
 			var ok bool
-			next, ok = newest(available, Version{3, cur.Minor + 1, 0}, Version{3, cur.Minor + 1, 0})
-			if !ok {
-				return p, fmt.Errorf("%w: %s → %s skips minor 3.%d, and etcd moves one minor at a time; make a 3.%d release available to the hosts ('etcdadm release push') and plan again", ErrRefused, from, to, cur.Minor+1, cur.Minor+1)
+			if next, ok = newest(available, atLeast, atLeast); !ok {
+				r.path = append(r.path, fmt.Sprintf("%s → %s skips minor 3.%d, and etcd moves one minor at a time (3.%d data under 3.%d panics): the rollout goes through 3.%d, and the hosts can get no 3.%d release ≥ %s; make one available ('etcdadm release push 3.%d.N --from DIR')", from, to, cur.Minor+1, cur.Minor, cur.Minor+2, cur.Minor+1, cur.Minor+1, atLeast, cur.Minor+1))
+				next = atLeast
 			}
 		}
-		p.Steps = append(p.Steps, Step{cur, next, MinorUp})
+		steps = append(steps, Step{cur, next, MinorUp})
 		cur = next
 	}
 	if cur != to {
-		p.Steps = append(p.Steps, Step{cur, to, Patch})
+		steps = append(steps, Step{cur, to, Patch})
 	}
-	return p, nil
+	return steps
+}
+
+// refusal collects why a plan is refused, by kind, in the order to fix
+// them.
+type refusal struct{ path, gates, releases []string }
+
+func (r refusal) err(from, to Version) error {
+	reasons := slices.Concat(r.path, r.gates, r.releases)
+	switch len(reasons) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %s", ErrRefused, reasons[0])
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s → %s, for %d reasons, to fix in this order:", from, to, len(reasons))
+	for i, s := range reasons {
+		fmt.Fprintf(&b, " (%d) %s;", i+1, s)
+	}
+	return fmt.Errorf("%w: %s", ErrRefused, strings.TrimSuffix(b.String(), ";"))
 }
 
 // newest is the newest available version of like's minor that is at

@@ -21,7 +21,7 @@ func TestPlan(t *testing.T) {
 		available []Version
 		path      string   // "" when refused
 		kinds     []Kind   // of each step
-		refusal   []string // words the refusal must name
+		refusal   []string // words the refusal must name, in this order
 	}{
 		{from: "3.5.35", to: "3.5.35", available: all, path: "3.5.35"},
 		{from: "3.5.20", to: "3.5.35", available: all, path: "3.5.20 → 3.5.35", kinds: []Kind{Patch}},
@@ -40,6 +40,18 @@ func TestPlan(t *testing.T) {
 		{from: "3.5.35", to: "3.6.17", available: all, refusal: []string{"3.6.17 is not available", "release push 3.6.17"}},
 		{from: "3.5.35", to: "3.8.0", available: append(all, MustParse("3.8.0")), refusal: []string{"unsupported etcd version 3.8.0"}},
 		{from: "3.4.26", to: "3.5.35", available: all, refusal: []string{"3.4.26"}},
+		// Every reason at once, the most fundamental first: the path, the
+		// gates, then the releases (issue 23: the missing 3.7.3 came first,
+		// and after pushing it the skipped 3.6).
+		{from: "3.5.35", to: "3.7.3", available: vs("3.5.35"), refusal: []string{"for 2 reasons, to fix in this order",
+			"(1) 3.5.35 → 3.7.3 skips minor 3.6", "3.6 release ≥ 3.6.11", "release push 3.6.N",
+			"(2) etcd 3.7.3 is not available", "release push 3.7.3"}},
+		{from: "3.5.20", to: "3.7.3", available: vs("3.5.20", "3.6.5"), refusal: []string{"for 3 reasons",
+			"(1) 3.5.20 → 3.7.3 skips minor 3.6", "3.6 release ≥ 3.6.11",
+			"(2) 3.5.20 → 3.6 needs every member at 3.5.26 or later", "release push 3.5.N",
+			"(3) etcd 3.7.3 is not available", "release push 3.7.3"}},
+		{from: "3.5.20", to: "3.6.16", available: vs("3.5.20"), refusal: []string{"(1) 3.5.20 → 3.6 needs every member at 3.5.26", "(2) etcd 3.6.16 is not available"}},
+		{from: "3.7.3", to: "3.5.99", available: all, refusal: []string{"(1) 3.7.3 → 3.5.99 goes down 2 minors", "upgrade --to 3.6.x", "(2) etcd 3.5.99 is not available"}},
 	} {
 		t.Run(tc.from+"-"+tc.to, func(t *testing.T) {
 			p, err := NewPlan(MustParse(tc.from), MustParse(tc.to), tc.available)
@@ -47,10 +59,14 @@ func TestPlan(t *testing.T) {
 				if !errors.Is(err, ErrRefused) {
 					t.Fatalf("want a refusal, got plan %s, err %v", p.Path(), err)
 				}
+				rest := err.Error()
 				for _, w := range tc.refusal {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("refusal %q does not name %q", err, w)
+					i := strings.Index(rest, w)
+					if i < 0 {
+						t.Errorf("refusal %q does not name %q (after the words before it)", err, w)
+						break
 					}
+					rest = rest[i+len(w):]
 				}
 				return
 			}
@@ -89,7 +105,7 @@ func TestEnv(t *testing.T) {
 		"ETCD_EXPERIMENTAL_NO_SUCH_THING":            "1",
 	}
 	v37, notes := Env(MustParse("3.7.3"), in)
-	want37 := map[string]string{"ETCD_NAME": "etcd-a", "ETCD_SNAPSHOT_CATCHUP_ENTRIES": "5000", "ETCD_FEATURE_GATES": "InitialCorruptCheck=true"}
+	want37 := map[string]string{"ETCD_NAME": "etcd-a", "ETCD_SNAPSHOT_CATCHUP_ENTRIES": "5000", "ETCD_FEATURE_GATES": "CompactHashCheck=true,InitialCorruptCheck=true"}
 	if !equal(v37, want37) {
 		t.Errorf("3.7: %v, want %v (notes %v)", v37, want37, notes)
 	}
@@ -97,18 +113,68 @@ func TestEnv(t *testing.T) {
 		t.Errorf("3.7 notes: %q", notes)
 	}
 	v36, _ := Env(MustParse("3.6.16"), in)
-	if _, ok := v36["ETCD_ENABLE_V2"]; ok || v36["ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES"] != "5000" {
+	// 3.6 refuses an experimental flag next to its feature gate: the gate only.
+	if _, ok := v36["ETCD_ENABLE_V2"]; ok || v36["ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES"] != "5000" ||
+		v36["ETCD_FEATURE_GATES"] != "CompactHashCheck=true,InitialCorruptCheck=true" || v36["ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK"] != "" {
 		t.Errorf("3.6: %v", v36)
 	}
 	// Down again: 3.5 knows only the experimental names.
 	v35, _ := Env(MustParse("3.5.35"), v37)
-	want35 := map[string]string{"ETCD_NAME": "etcd-a", "ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES": "5000", "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK": "true"}
+	want35 := map[string]string{"ETCD_NAME": "etcd-a", "ETCD_EXPERIMENTAL_SNAPSHOT_CATCHUP_ENTRIES": "5000",
+		"ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK": "true", "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED": "true"}
 	if !equal(v35, want35) {
 		t.Errorf("3.5: %v, want %v", v35, want35)
 	}
 	if in["ETCD_ENABLE_V2"] != "true" {
 		t.Error("Env changed its input")
 	}
+}
+
+// TestEnvCorruptionChecks: etcd's corruption checks are on in each
+// version's spelling; the operator's own value, in any spelling, stands;
+// other feature gates are kept; and a file written for one version and
+// rewritten for another (the switcher) equals the one member join writes
+// for that version (else its next run would restart etcd).
+func TestEnvCorruptionChecks(t *testing.T) {
+	base := map[string]string{"ETCD_NAME": "etcd-a"}
+	want := map[string]map[string]string{
+		"3.5.35": {"ETCD_NAME": "etcd-a", "ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK": "true", "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED": "true"},
+		"3.6.16": {"ETCD_NAME": "etcd-a", "ETCD_FEATURE_GATES": "CompactHashCheck=true,InitialCorruptCheck=true"},
+		"3.7.3":  {"ETCD_NAME": "etcd-a", "ETCD_FEATURE_GATES": "CompactHashCheck=true,InitialCorruptCheck=true"},
+	}
+	for v, w := range want {
+		got, notes := Env(MustParse(v), base)
+		if !equal(got, w) || len(notes) != 0 {
+			t.Errorf("%s: %v (notes %q), want %v", v, got, notes, w)
+		}
+		for u := range want {
+			if again, _ := Env(MustParse(v), envOnly(MustParse(u), base)); !equal(again, w) {
+				t.Errorf("written for %s, rewritten for %s: %v, want %v", u, v, again, w)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		v    string
+		in   map[string]string
+		want map[string]string
+	}{
+		{"3.5.35", map[string]string{"ETCD_FEATURE_GATES": "InitialCorruptCheck=false"},
+			map[string]string{"ETCD_EXPERIMENTAL_INITIAL_CORRUPT_CHECK": "false", "ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED": "true"}},
+		{"3.6.16", map[string]string{"ETCD_EXPERIMENTAL_COMPACT_HASH_CHECK_ENABLED": "false", "ETCD_FEATURE_GATES": "StopGRPCServiceOnDefrag=true"},
+			map[string]string{"ETCD_FEATURE_GATES": "CompactHashCheck=false,InitialCorruptCheck=true,StopGRPCServiceOnDefrag=true"}},
+		{"3.7.3", map[string]string{"ETCD_FEATURE_GATES": "InitialCorruptCheck=false, StopGRPCServiceOnDefrag=true"},
+			map[string]string{"ETCD_FEATURE_GATES": "CompactHashCheck=true,InitialCorruptCheck=false,StopGRPCServiceOnDefrag=true"}},
+	} {
+		if got, _ := Env(MustParse(tc.v), tc.in); !equal(got, tc.want) {
+			t.Errorf("%s, %v: %v, want %v", tc.v, tc.in, got, tc.want)
+		}
+	}
+}
+
+// envOnly is Env without its notes.
+func envOnly(v Version, in map[string]string) map[string]string {
+	out, _ := Env(v, in)
+	return out
 }
 
 func equal(a, b map[string]string) bool {

@@ -193,6 +193,58 @@ func TestUpgradeRefusalsChangeNothing(t *testing.T) {
 	}
 }
 
+// TestUpgradeRefusalNamesEveryReason: 'etcdadm upgrade --to 3.7.3' on a
+// 3.5 cluster whose hosts can get neither 3.6 nor 3.7 names the skipped
+// minor first and the missing 3.7.3 after it, each with its command (it
+// named only the missing release, and after 'release push' the operator
+// learned about 3.6); pushing both releases then makes the plan.
+func TestUpgradeRefusalNamesEveryReason(t *testing.T) {
+	all := testenv.EtcdVersions()
+	dir := t.TempDir()
+	st, err := filestore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clusterspec.Seed(ctxT(t), st, clusterspec.Cluster{Spec: etcdmanager.ClusterSpec{MemberCount: 3, EtcdVersion: all[0]}}, false); err != nil {
+		t.Fatal(err)
+	}
+	storeArg := "--store=file://" + dir
+	upgrade := func(wantCode int, want ...string) string {
+		t.Helper()
+		before := hashDir(t, dir)
+		r := runBin(t, nil, "etcdadm", "upgrade", "--to", all[2], storeArg)
+		if r.code != wantCode {
+			t.Fatalf("upgrade --to %s: exit %d, want %d:\n%s%s", all[2], r.code, wantCode, r.stdout, r.stderr)
+		}
+		if wantCode != 0 && hashDir(t, dir) != before {
+			t.Errorf("a refused upgrade changed the store")
+		}
+		rest := r.stderr + r.stdout
+		for _, w := range want {
+			i := strings.Index(rest, w)
+			if i < 0 {
+				t.Fatalf("upgrade --to %s does not say %q after what came before:\n%s%s", all[2], w, r.stdout, r.stderr)
+			}
+			rest = rest[i+len(w):]
+		}
+		return r.stderr
+	}
+	push := func(v string) {
+		t.Helper()
+		r := runBin(t, nil, "etcdadm", "release", "push", v, "--from", filepath.Dir(testenv.EtcdBin(t, v, "etcd")), storeArg)
+		if r.code != 0 {
+			t.Fatalf("release push %s: exit %d\n%s%s", v, r.code, r.stdout, r.stderr)
+		}
+	}
+	upgrade(2, "skips minor 3.6", "release push 3.6.N", "etcd "+all[2]+" is not available", "release push "+all[2], "Nothing was changed")
+	push(all[2])
+	if stderr := upgrade(2, "skips minor 3.6", "release push 3.6.N", "Nothing was changed"); strings.Contains(stderr, "not available") {
+		t.Errorf("after pushing %s the refusal still names it:\n%s", all[2], stderr)
+	}
+	push(all[1])
+	upgrade(0, "plan: "+all[0]+" → "+all[1]+" → "+all[2], "recorded")
+}
+
 func foundAt(t *testing.T, st store.Store, version string, extra ...string) []*host {
 	t.Helper()
 	hosts := newHosts(t, st, version, extra...)
