@@ -10,6 +10,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 )
 
@@ -92,7 +93,10 @@ func specCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "show",
-				Usage: "print the spec and settings",
+				Usage: "print the spec and settings, and whether the automation is paused",
+				Description: `Prints the spec (member count, etcd version) and the settings. When the
+automation is paused ('etcdadm pause') it says so, by whom, since when and
+why: the hosts act on no change of the spec until 'etcdadm resume'.`,
 				Flags: []cli.Flag{cliflags.Store(), outputFlag()},
 				Action: func(c *cli.Context) error {
 					st, err := cliflags.OpenStore(c)
@@ -103,12 +107,22 @@ func specCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
+					p, err := pause.Get(c.Context, st)
+					if err != nil {
+						return err
+					}
 					if c.String("output") == "json" {
-						return writeJSON(c.App.Writer, cl)
+						return writeJSON(c.App.Writer, struct {
+							clusterspec.Cluster
+							Paused *pause.Pause `json:"paused,omitempty"`
+						}{cl, p})
 					}
 					s := cl.Settings
 					fmt.Fprintf(c.App.Writer, "members:         %d\netcd version:    %s\ncluster name:    %s\ndns suffix:      %s\nports:           client %d, peer %d\ntls:             %s\n",
 						cl.Spec.MemberCount, cl.Spec.EtcdVersion, s.ClusterName, s.DNSSuffix, s.ClientPort, s.PeerPort, s.TLS)
+					if p != nil {
+						fmt.Fprintf(c.App.Writer, "\n%s\nthe hosts act on no change of this spec until then\n", pausedLine(p))
+					}
 					return nil
 				},
 			},

@@ -15,7 +15,9 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
+	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -23,17 +25,27 @@ import (
 )
 
 func optionalStore() cli.Flag {
-	return &cli.StringFlag{Name: "store", EnvVars: []string{"ETCDADM_STORE"}, Usage: "the shared store, to show the last backup (optional)"}
+	return &cli.StringFlag{Name: "store", EnvVars: []string{"ETCDADM_STORE"}, Usage: "the shared store: also show the spec, the pause, pending restores, recoveries and teardowns, the rollout and the last backup (read without etcd)"}
 }
 
 func statusCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "status",
-		Usage: "members, leader, learners, versions, database size, alarms, last backup",
+		Usage: "members, leader, learners, versions, database size, alarms; with --store the spec, pause, pending operations and last backup",
 		Description: `Asks every member for its status. On a master the defaults reach the local
 member with its client certificate (/etc/etcd/pki); elsewhere pass --endpoints
-and a client certificate from 'etcdadm pki issue-client'. With --store (or
-ETCDADM_STORE) it also shows the age of the last backup.`,
+and a client certificate from 'etcdadm pki issue-client'.
+
+With --store (or ETCDADM_STORE) it also shows what the store holds, whether or
+not etcd answers: the spec, whether the automation is paused (by whom, since
+when, why), a restore, recovery or teardown asked for and not finished, the
+version rollout, a CA rotation, and the last backup. Without a client
+certificate (a workstation) it shows all of that and says why etcd was not
+reached. etcd's questions are bounded by twice --dial-timeout.
+
+Exit codes: 0 etcd answered (and the store, if given, was read), 1 etcd was not
+reached or part of the store could not be read (the report shows what was
+read and why the rest is missing), 2 a command line it cannot use.`,
 		Flags: append([]cli.Flag{optionalStore(), outputFlag(),
 			&cli.BoolFlag{Name: "units", Value: true, Usage: "also show this host's etcd units and timers (over D-Bus; skipped where there is no system bus)"},
 			&cli.StringFlag{Name: "pki-dir", Value: "/etc/etcd/pki", Usage: "show the expiry of the certificates here (skipped when absent)"},
@@ -43,21 +55,22 @@ ETCDADM_STORE) it also shows the age of the last backup.`,
 }
 
 func statusAction(c *cli.Context) error {
-	cli3, err := etcdclient.New(etcdclient.FromFlags(c))
-	if err != nil {
-		return err
-	}
-	defer cli3.Close()
 	var st store.Store
 	if c.String("store") != "" {
+		var err error
 		if st, err = cliflags.OpenStore(c); err != nil {
 			return err
 		}
 	}
-	r, err := status.Collect(c.Context, cli3, st, time.Now())
-	if err != nil {
-		return err
+	ec := etcdclient.FromFlags(c)
+	e := status.Etcd{Why: ec.Why, Timeout: 2 * ec.DialTimeout}
+	if cli3, err := etcdclient.New(ec); err != nil {
+		e.ClientErr = err
+	} else {
+		defer cli3.Close()
+		e.Cluster = cli3
 	}
+	r := status.Collect(c.Context, e, st, time.Now())
 	if exp, err := pki.Expiry(c.String("pki-dir")); err == nil && len(exp) > 0 {
 		r.Certificates = exp
 	}
@@ -65,7 +78,7 @@ func statusAction(c *cli.Context) error {
 	if c.Bool("units") {
 		unitStates = hostUnits(c)
 	}
-	vs := versionsOf(c, r, st)
+	vs := versionsOf(c, r)
 	if c.String("output") == "json" {
 		err := writeJSON(c.App.Writer, struct {
 			status.Report
@@ -75,7 +88,7 @@ func statusAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		return etcdDown(r)
+		return incomplete(r)
 	}
 	w := c.App.Writer
 	healthy, voters := 0, 0
@@ -88,13 +101,16 @@ func statusAction(c *cli.Context) error {
 		}
 	}
 	if r.EtcdError != "" {
-		fmt.Fprintf(w, "etcd: NOT ANSWERING at %s: %s\n(see: systemctl status etcd etcd-member-join; journalctl -u etcd -u etcd-member-join)\n", c.String("endpoints"), r.EtcdError)
-		if st != nil {
+		printNotReached(w, c.String("endpoints"), r, st != nil)
+		if st != nil && r.EtcdNotReached == status.NoAnswer {
 			printQuorumLoss(c, w, st, r)
 		}
 	} else {
 		fmt.Fprintf(w, "cluster %s: %d/%d voting members healthy\n\n", r.ClusterID, healthy, voters)
 		printMembers(w, r.Members)
+	}
+	if st != nil {
+		printControl(w, r.Control)
 	}
 	printVersions(w, vs)
 	if len(r.Alarms) > 0 {
@@ -114,21 +130,69 @@ func statusAction(c *cli.Context) error {
 	if st != nil {
 		if r.LastBackupError != "" {
 			fmt.Fprintf(w, "\nlast backup: UNKNOWN: %s\n", r.LastBackupError)
-		} else if r.LastBackup == "" {
+		} else if r.LastBackup == "" && len(r.StoreErrors) == 0 {
 			fmt.Fprintln(w, "\nlast backup: none")
-		} else {
+		} else if r.LastBackup != "" {
 			fmt.Fprintf(w, "\nlast backup: %s (%s ago)\n", r.LastBackup, humanAge(r.BackupAge))
 		}
 	}
-	return etcdDown(r)
+	return incomplete(r)
 }
 
-// etcdDown makes status exit 1 when etcd did not answer, after the report.
-func etcdDown(r status.Report) error {
-	if r.EtcdError != "" {
+// incomplete makes status exit 1, after the report, when etcd was not
+// reached or part of the store could not be read.
+func incomplete(r status.Report) error {
+	if r.EtcdError != "" || len(r.StoreErrors) > 0 || r.LastBackupError != "" {
 		return cli.Exit("", 1)
 	}
 	return nil
+}
+
+// printNotReached says that etcd was not reached, why, and where the
+// fix is: on this side (a client certificate) or on the hosts.
+func printNotReached(w io.Writer, endpoints string, r status.Report, withStore bool) {
+	fmt.Fprintf(w, "etcd: NOT REACHED at %s: %s\n", endpoints, strings.TrimPrefix(r.EtcdError, "etcd: "))
+	if r.EtcdNotReached == status.NoAnswer {
+		fmt.Fprintln(w, "(see: systemctl status etcd etcd-member-join; journalctl -u etcd -u etcd-member-join)")
+		return
+	}
+	fmt.Fprintln(w, "(on a master the defaults reach etcd; elsewhere pass --endpoints, --cacert, --cert and --key of a client certificate from 'etcdadm pki issue-client')")
+	if withStore {
+		fmt.Fprintln(w, "What follows is the store's state alone.")
+	}
+}
+
+// pausedLine is how status and spec show say the automation is paused.
+func pausedLine(p *pause.Pause) string { return "AUTOMATION PAUSED: " + p.String() }
+
+// printControl shows what the store holds for the operator and the
+// hosts: the spec, the pause, a teardown, a recovery, a restore no host
+// has taken up yet, and what could not be read. A restore in progress
+// and the rollout are printVersions'.
+func printControl(w io.Writer, c status.Control) {
+	fmt.Fprintln(w)
+	for _, e := range c.StoreErrors {
+		fmt.Fprintf(w, "store: UNKNOWN: %s\n", e)
+	}
+	if c.Spec != nil {
+		fmt.Fprintf(w, "spec: %d members, etcd %s\n", c.Spec.MemberCount, c.Spec.EtcdVersion)
+	} else if len(c.StoreErrors) == 0 {
+		fmt.Fprintln(w, "spec: none (the store is not seeded: 'etcdadm seed')")
+	}
+	waits := ""
+	if c.Paused != nil {
+		fmt.Fprintln(w, pausedLine(c.Paused))
+		waits = "; it waits: the automation is paused"
+	}
+	if t := c.Teardown; t != nil {
+		fmt.Fprintf(w, "TORN DOWN at %s: each host stops etcd and moves its data aside at its next etcd-member-join run%s; 'etcdadm seed --force' declares a new cluster\n", t.At.UTC().Format(time.RFC3339), waits)
+	}
+	if rc := c.Recover; rc != nil && rc.State == recovery.Running {
+		fmt.Fprintf(w, "RECOVERY %s from %s requested at %s: %s's host restarts it alone at its next etcd-member-join run, then the other hosts join it%s\n", rc.ID, rc.Member, rc.At.UTC().Format(time.RFC3339), rc.Member, waits)
+	}
+	if p := c.PendingRestore; p != nil && (c.Restore == nil || c.Restore.Command != p.ID) {
+		fmt.Fprintf(w, "RESTORE %s requested at %s: backup %s; no host has taken it up yet: each master's etcd-member-join does at its next run ('systemctl start etcd-member-join' to act now)%s\n", p.ID, p.Requested.Format(time.RFC3339), p.Backup, waits)
+	}
 }
 
 func printMembers(w io.Writer, ms []status.Member) {

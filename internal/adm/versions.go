@@ -17,7 +17,6 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
-	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
 // versionReport is the versions part of etcdadm status.
@@ -29,7 +28,6 @@ type versionReport struct {
 	// switch in the step in flight (in their order).
 	Done    []string `json:"done,omitempty"`
 	Pending []string `json:"pending,omitempty"`
-	Error   string   `json:"error,omitempty"`
 	// Restore is the latest cluster restore (etcdadm restore).
 	Restore *recovery.Record `json:"restore,omitempty"`
 	// Paused: 'etcdadm pause' holds the automation.
@@ -38,8 +36,10 @@ type versionReport struct {
 	CARotation *pki.Rotation `json:"caRotation,omitempty"`
 }
 
-func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
-	var vr versionReport
+// versionsOf adds what etcd says of versions to the store's records
+// (read once, by status.Collect).
+func versionsOf(c *cli.Context, r status.Report) versionReport {
+	vr := versionReport{Rollout: r.Rollout, Restore: r.Restore, Paused: r.Paused, CARotation: r.CARotation}
 	for _, m := range r.Members {
 		if m.Downgrade != "" {
 			vr.Downgrade = "enabled " + m.Downgrade
@@ -48,24 +48,7 @@ func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
 			vr.ClusterVersion, _ = clusterVersionOf(c, m.ClientURLs[0])
 		}
 	}
-	if st == nil {
-		return vr
-	}
-	if r, err := recovery.Latest(c.Context, st); err == nil {
-		vr.Restore = r
-	}
-	if p, err := pause.Get(c.Context, st); err == nil {
-		vr.Paused = p
-	}
-	if r, _, err := pki.LoadRotation(c.Context, st); err == nil {
-		vr.CARotation = r
-	}
-	rec, _, err := rollout.Load(c.Context, st)
-	if err != nil {
-		vr.Error = err.Error()
-		return vr
-	}
-	vr.Rollout = rec
+	rec := vr.Rollout
 	if rec == nil {
 		return vr
 	}
@@ -87,18 +70,12 @@ func versionsOf(c *cli.Context, r status.Report, st store.Store) versionReport {
 }
 
 func printVersions(w io.Writer, vr versionReport) {
-	if vr.Paused != nil {
-		fmt.Fprintf(w, "\nAUTOMATION PAUSED: %s\n", vr.Paused)
-	}
 	if vr.ClusterVersion != "" {
 		fmt.Fprintf(w, "\ncluster version: %s", vr.ClusterVersion)
 		if vr.Downgrade != "" {
 			fmt.Fprintf(w, "  (downgrade %s)", vr.Downgrade)
 		}
 		fmt.Fprintln(w)
-	}
-	if vr.Error != "" {
-		fmt.Fprintf(w, "rollout: cannot read it: %s\n", vr.Error)
 	}
 	if vr.CARotation.Active() {
 		fmt.Fprintln(w, vr.CARotation.String())

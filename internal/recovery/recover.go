@@ -53,7 +53,7 @@ func RequestRecover(ctx context.Context, st store.Store, q Quorum, name string, 
 	if !found {
 		return Recover{}, fmt.Errorf("recover: %s is not a voting member; members: %v", name, q.Members)
 	}
-	if r, err := loadRecover(ctx, st); err != nil {
+	if r, err := LoadRecover(ctx, st); err != nil {
 		return Recover{}, err
 	} else if r != nil && r.State == Running {
 		return Recover{}, fmt.Errorf("recover: a recovery from %s is already in progress (%s)", r.Member, r.ID)
@@ -69,7 +69,8 @@ func RequestRecover(ctx context.Context, st store.Store, q Quorum, name string, 
 	return r, nil
 }
 
-func loadRecover(ctx context.Context, st store.Store) (*Recover, error) {
+// LoadRecover reads the recovery request; nil when there is none.
+func LoadRecover(ctx context.Context, st store.Store) (*Recover, error) {
 	b, _, err := store.GetBytes(ctx, st, RecoverKey, 1<<16)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -91,7 +92,7 @@ func loadRecover(ctx context.Context, st store.Store) (*Recover, error) {
 // (acted false): member join then adds it back as a new member, one
 // learner at a time.
 func ActRecover(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err error) {
-	r, err := loadRecover(ctx, d.Store)
+	r, err := LoadRecover(ctx, d.Store)
 	if err != nil || r == nil || r.State != Running {
 		return false, err
 	}

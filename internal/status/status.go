@@ -1,11 +1,12 @@
 // Package status gathers what an operator checks first: members, leader,
-// learners, versions, database size and use, alarms, certificate expiry
-// and the age of the last backup. Used by etcdadm status and member list.
+// learners, versions, database size and use, alarms, certificate expiry,
+// and, from the store whether or not etcd answers, the spec, the pause,
+// pending restores, recoveries and teardowns, the rollout and the last
+// backup. Used by etcdadm status and member list.
 package status
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -13,8 +14,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/backup"
-	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -37,24 +36,34 @@ type Member struct {
 	Downgrade      string `json:"downgrade,omitempty"`
 }
 
-// Report is the whole status.
+// Report is the whole status: what etcd says and what the store holds.
 type Report struct {
 	ClusterID    string               `json:"clusterID"`
 	Members      []Member             `json:"members"`
 	Alarms       []string             `json:"alarms,omitempty"`
-	LastBackup   string               `json:"lastBackup,omitempty"`
-	BackupAge    time.Duration        `json:"lastBackupAgeNanos,omitempty"`
 	Certificates map[string]time.Time `json:"certificates,omitempty"`
-	Spec         *etcdmanager.ClusterSpec
-	// EtcdError: etcd did not answer; the rest of the report still holds.
-	EtcdError string `json:"etcdError,omitempty"`
+	// EtcdError: etcd was not reached, for EtcdNotReached; the rest of
+	// the report still holds.
+	EtcdError      string `json:"etcdError,omitempty"`
+	EtcdNotReached string `json:"etcdNotReached,omitempty"`
 	// AlarmsError: the alarms could not be listed; Alarms is then
 	// unknown, not empty.
 	AlarmsError string `json:"alarmsError,omitempty"`
-	// LastBackupError: the store could not tell whether a backup is
-	// complete; LastBackup is then unknown, not absent.
-	LastBackupError string `json:"lastBackupError,omitempty"`
+	// Control is the store's part; empty without a store.
+	Control
 }
+
+// Why etcd was not reached.
+const (
+	// NoClient: no client could be made here (its TLS files missing,
+	// unreadable or expired, or not given).
+	NoClient = "no client"
+	// TLSRefused: the TLS handshake failed (another CA, a client
+	// certificate etcd refuses).
+	TLSRefused = "tls"
+	// NoAnswer: nothing answered in time.
+	NoAnswer = "no answer"
+)
 
 // Cluster is the part of *clientv3.Client status needs.
 type Cluster interface {
@@ -108,46 +117,71 @@ func Members(ctx context.Context, cli Cluster) (string, []Member, error) {
 	return fmt.Sprintf("%x", ml.Header.ClusterId), out, nil
 }
 
-// Collect builds the full report; st may be nil (no store configured).
-// etcdTimeout bounds the questions Collect asks etcd.
-const etcdTimeout = 10 * time.Second
+// Etcd is how Collect reaches etcd.
+type Etcd struct {
+	// Cluster answers; nil when no client could be made (ClientErr
+	// says why).
+	Cluster   Cluster
+	ClientErr error
+	// Why explains a failed call (etcdclient.Config.Why); nil: as is.
+	Why func(error) error
+	// Timeout bounds every question to etcd; 0 means DefaultTimeout.
+	Timeout time.Duration
+}
 
-func Collect(ctx context.Context, cli Cluster, st store.Store, now time.Time) (Report, error) {
+// DefaultTimeout bounds the questions Collect asks etcd.
+const DefaultTimeout = 10 * time.Second
+
+// Collect builds the full report; st may be nil (no store configured).
+// etcd not answering is what status is often run for: the store is read
+// meanwhile, and the report holds it whatever etcd did.
+func Collect(ctx context.Context, e Etcd, st store.Store, now time.Time) Report {
 	var r Report
-	// etcd down is what status is often run for: answer within
-	// etcdTimeout and report the rest (backups, units) all the same.
-	ectx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	done := make(chan Control, 1)
+	go func() {
+		var c Control
+		if st != nil {
+			c = LoadControl(ctx, st, now)
+		}
+		done <- c
+	}()
+	r.askEtcd(ctx, e)
+	r.Control = <-done
+	return r
+}
+
+func (r *Report) askEtcd(ctx context.Context, e Etcd) {
+	if e.Cluster == nil {
+		r.EtcdNotReached = NoClient
+		r.EtcdError = "no etcd client"
+		if e.ClientErr != nil {
+			r.EtcdError = e.ClientErr.Error()
+		}
+		return
+	}
+	timeout := e.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ectx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
-	if r.ClusterID, r.Members, err = Members(ectx, cli); err != nil {
+	if r.ClusterID, r.Members, err = Members(ectx, e.Cluster); err != nil {
+		r.EtcdNotReached = NoAnswer
+		if e.Why != nil {
+			if why := e.Why(err); why.Error() != err.Error() {
+				err, r.EtcdNotReached = why, TLSRefused
+			}
+		}
 		r.EtcdError = err.Error()
-	} else if al, err := cli.AlarmList(ectx); err != nil {
+		return
+	}
+	al, err := e.Cluster.AlarmList(ectx)
+	if err != nil {
 		r.AlarmsError = fmt.Sprintf("status: alarm list: %v", err)
-	} else {
-		for _, a := range al.Alarms {
-			r.Alarms = append(r.Alarms, fmt.Sprintf("%s on member %x", a.Alarm, a.MemberID))
-		}
+		return
 	}
-	if st != nil {
-		names, err := backup.Names(ctx, st)
-		if err != nil {
-			return r, err
-		}
-		for i := len(names) - 1; i >= 0 && r.LastBackup == ""; i-- { // newest complete one
-			_, err := st.Stat(ctx, names[i]+"/"+etcdmanager.MetaFile)
-			if errors.Is(err, store.ErrNotFound) {
-				continue // incomplete
-			}
-			if err != nil {
-				// Whether this one is complete is unknown, so which is
-				// the last backup is too.
-				r.LastBackupError = fmt.Sprintf("status: backup %s: %v", names[i], err)
-				break
-			}
-			r.LastBackup = names[i]
-			t, _, _ := etcdmanager.ParseBackupName(names[i])
-			r.BackupAge = now.Sub(t)
-		}
+	for _, a := range al.Alarms {
+		r.Alarms = append(r.Alarms, fmt.Sprintf("%s on member %x", a.Alarm, a.MemberID))
 	}
-	return r, nil
 }
