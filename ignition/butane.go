@@ -232,6 +232,9 @@ func (p plan) dropins(n string) []dropin {
 	case n == "etcd-volume-renew.timer" && p.renewEvery > 0:
 		every := p.renewEvery.String()
 		out = append(out, dropin{Name: "10-lease.conf", Contents: "# ETCDADM_VOLUME_LEASE is not the default 2m: renew at a third of it (etcdadm render).\n# One empty assignment resets every timer of the unit, so it comes once.\n[Timer]\nOnActiveSec=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\n"})
+	case n == "etcd-pki-renew.timer" && p.pkiRenewEvery > 0:
+		every := p.pkiRenewEvery.String()
+		out = append(out, dropin{Name: "10-validity.conf", Contents: "# ETCDADM_CERT_VALIDITY is short: check every twelfth of it (etcdadm render), so\n# the renewal, due at a third left, gets four runs. One empty assignment\n# resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnActiveSec=" + every + "\nOnUnitActiveSec=" + every + "\nRandomizedDelaySec=" + (p.pkiRenewEvery / 4).String() + "\n"})
 	case n == "etcd-snapshot-uploader.timer" && p.backupCal != "":
 		out = append(out, dropin{Name: "10-interval.conf", Contents: "# etcdadm render --backup-interval.\n# One empty assignment resets the unit's own schedule.\n[Timer]\nOnCalendar=\nOnCalendar=" + p.backupCal + "\n"})
 	case n == "etcd-member-join.service" && p.manual:

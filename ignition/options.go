@@ -171,7 +171,9 @@ type plan struct {
 	manual      bool          // Options.Manual
 	storeDir    string        // a file:// store's directory; "" for S3
 	renewEvery  time.Duration // the volume lease's renewal; 0: the unit's 40s
-	backupCal   string        // the snapshot timer's OnCalendar=; "": the unit's
+	// pkiRenewEvery: how often etcd-pki-renew.timer checks; 0: the unit's daily.
+	pkiRenewEvery time.Duration
+	backupCal     string // the snapshot timer's OnCalendar=; "": the unit's
 }
 
 type envVar struct{ key, value string }
@@ -187,3 +189,13 @@ var (
 
 	defaultProfileRE = regexp.MustCompile(`(?m)^[ \t]*\[[ \t]*default[ \t]*\]`)
 )
+
+// PKIRenewEvery is how often etcd-pki-renew.timer checks certificates of
+// lifetime validity: a twelfth of it, so the renewal (due with a third
+// left) gets four runs; 0 when the unit's daily schedule already does.
+func PKIRenewEvery(validity time.Duration) time.Duration {
+	if every := validity / 12; every < 24*time.Hour {
+		return every
+	}
+	return 0
+}

@@ -869,3 +869,30 @@ func TestFileStoreWritable(t *testing.T) {
 		}
 	}
 }
+
+// ETCDADM_CERT_VALIDITY: a short lifetime gets a renewal timer that runs
+// every twelfth of it; a lifetime the renewal could not keep up with, or
+// no duration at all, is refused before anything is written.
+func TestCertValidity(t *testing.T) {
+	o := Options{Variant: Flatcar, Store: "file:///srv/store", EtcdVersion: "3.6.16", Binaries: BinariesBaked,
+		Env: map[string]string{"ETCDADM_CERT_VALIDITY": "12m"}}
+	bu, _, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ETCDADM_CERT_VALIDITY=12m", "name: 10-validity.conf", "OnUnitActiveSec=1m0s"} {
+		if !strings.Contains(string(bu), want) {
+			t.Errorf("12m certificates: no %q in\n%s", want, bu)
+		}
+	}
+	o.Env["ETCDADM_CERT_VALIDITY"] = "8760h"
+	if bu, _, err := Render(o); err != nil || strings.Contains(string(bu), "10-validity.conf") {
+		t.Errorf("a year's certificates keep the daily timer: %v", err)
+	}
+	for _, bad := range []string{"1m", "lots", "200000h"} {
+		o.Env["ETCDADM_CERT_VALIDITY"] = bad
+		if _, _, err := Render(o); err == nil || !strings.Contains(err.Error(), "ETCDADM_CERT_VALIDITY="+bad) {
+			t.Errorf("ETCDADM_CERT_VALIDITY=%s: err %v, want a refusal naming it", bad, err)
+		}
+	}
+}

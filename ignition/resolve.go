@@ -91,6 +91,17 @@ func (o Options) resolve() (plan, error) {
 				p.renewEvery = volume.RenewEvery(lease)
 			}
 			p.env = append(p.env, envVar{k, v})
+		case k == "ETCDADM_CERT_VALIDITY":
+			d, err := time.ParseDuration(v)
+			if err == nil {
+				err = pki.CheckLeafValidity(d)
+			}
+			if err != nil {
+				bad("--env %s=%s: %w", k, v, err)
+				break
+			}
+			p.pkiRenewEvery = PKIRenewEvery(d)
+			p.env = append(p.env, envVar{k, v})
 		default:
 			p.env = append(p.env, envVar{k, v})
 		}

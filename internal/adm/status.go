@@ -193,6 +193,9 @@ func printControl(w io.Writer, c status.Control) {
 	if p := c.PendingRestore; p != nil && (c.Restore == nil || c.Restore.Command != p.ID) {
 		fmt.Fprintf(w, "RESTORE %s requested at %s: backup %s; no host has taken it up yet: each master's etcd-member-join does at its next run ('systemctl start etcd-member-join' to act now)%s\n", p.ID, p.Requested.Format(time.RFC3339), p.Backup, waits)
 	}
+	if left := time.Until(c.CAExpires); !c.CAExpires.IsZero() && left < pki.CAWarnBefore {
+		fmt.Fprintf(w, "CA EXPIRES %s (in %s): every etcd certificate ends with it; rotate it now: 'etcdadm pki rotate-ca', reissue the clients, 'etcdadm pki rotate-ca --finish' (docs/operations.md, Rotate the CA)\n", c.CAExpires.UTC().Format(time.RFC3339), humanAge(left))
+	}
 }
 
 func printMembers(w io.Writer, ms []status.Member) {

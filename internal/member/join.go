@@ -41,6 +41,9 @@ type Config struct {
 	EnvFile string // default <root>/etc/etcd/etcd.env
 	PKIDir  string // default <root>/etc/etcd/pki
 	Owner   pki.Owner
+	// CertValidity is the lifetime of the member's certificates (0: a
+	// year); renewal keeps it.
+	CertValidity time.Duration
 	// Timeout bounds every wait: for founders to register, for etcd to
 	// become ready, for a promotion.
 	Timeout time.Duration
@@ -99,6 +102,11 @@ func (c Config) Validate() error {
 	}
 	if err := pki.CheckMemberName(c.Name); err != nil {
 		return fmt.Errorf("member join: %w", err)
+	}
+	if c.CertValidity != 0 {
+		if err := pki.CheckLeafValidity(c.CertValidity); err != nil {
+			return fmt.Errorf("member join: --cert-validity (ETCDADM_CERT_VALIDITY): %w", err)
+		}
 	}
 	return nil
 }

@@ -60,5 +60,5 @@ func (j *joiner) certRequest() pki.MemberRequest {
 			ips = append(ips, ip)
 		}
 	}
-	return pki.MemberRequest{Name: j.cfg.Name, DNSNames: dns, IPs: ips}
+	return pki.MemberRequest{Name: j.cfg.Name, DNSNames: dns, IPs: ips, Validity: j.cfg.CertValidity}
 }

@@ -31,6 +31,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
 		&cli.StringFlag{Name: "etcd-user", Value: "etcd", EnvVars: []string{"ETCDADM_ETCD_USER"}, Usage: "user that owns keys and data (from sysusers.d); empty: leave ownership alone"},
 		&cli.StringFlag{Name: "unit", Value: "etcd.service", EnvVars: []string{"ETCDADM_ETCD_UNIT"}, Usage: "the etcd unit to start"},
+		&cli.DurationFlag{Name: "cert-validity", EnvVars: []string{"ETCDADM_CERT_VALIDITY"}, Usage: "lifetime of the member's certificates (default a year; etcd-pki-renew.timer renews them with a third left; render sets its schedule from this)"},
 		&cli.StringFlag{Name: "volume-provider", EnvVars: []string{"ETCDADM_VOLUME_PROVIDER"}, Usage: "etcd-volume-attach's provider: with local or pool, the member name must come from the attached volume (identity.env)"},
 	}
 }
@@ -46,6 +47,7 @@ func Config(c *cli.Context) (member.Config, error) {
 		Name: name, Host: c.String("host"), ListenHost: c.String("listen-host"),
 		ClientPort: c.Int("client-port"), PeerPort: c.Int("peer-port"),
 		Root: c.String("root"), Owner: pki.Owner{UID: -1, GID: -1},
+		CertValidity: c.Duration("cert-validity"),
 	}
 	for _, s := range c.StringSlice("ip") {
 		ip := net.ParseIP(s)

@@ -44,6 +44,20 @@ const (
 	DefaultLeafValidity = 365 * 24 * time.Hour
 )
 
+// MinLeafValidity bounds a member certificate's lifetime from below: the
+// renewal timer must get several runs into its last third
+// (ignition.PKIRenewEvery), and clocks may be minutes apart.
+const MinLeafValidity = 6 * time.Minute
+
+// CheckLeafValidity is the one rule for a member certificate's lifetime
+// (ETCDADM_CERT_VALIDITY): render and member join apply it.
+func CheckLeafValidity(d time.Duration) error {
+	if d < MinLeafValidity || d > DefaultCAValidity {
+		return fmt.Errorf("%w: certificate validity %s: want %s to %s (e.g. 8760h, a year: the default)", ErrInvalid, d, MinLeafValidity, time.Duration(DefaultCAValidity))
+	}
+	return nil
+}
+
 // maxObject bounds what LoadCA reads: a bundle of a few certificates.
 const maxObject = 1 << 20
 
@@ -316,4 +330,33 @@ func (ca *CA) issuer(c *x509.Certificate) *x509.Certificate {
 		}
 	}
 	return nil
+}
+
+// CAWarnBefore is how long before the CA runs out etcdadm status and the
+// EtcdadmCAExpiring alert say so: a rotation takes several steps and
+// every client reissued.
+const CAWarnBefore = 90 * 24 * time.Hour
+
+// CAExpiry reads only the CA bundle (ca.crt, public) from the store and
+// returns when the last of its CAs runs out: what status and the alert
+// watch (no certificate outlives the CA that signed it).
+func CAExpiry(ctx context.Context, st store.Store) (time.Time, error) {
+	b, _, err := store.GetBytes(ctx, st, CACertKey, maxObject)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, fmt.Errorf("pki: %s: %w", st, ErrNoCA)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pki: read %s: %w", CACertKey, err)
+	}
+	certs, err := parseCerts(b)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pki: %s: %w", CACertKey, err)
+	}
+	var last time.Time
+	for _, c := range certs {
+		if c.NotAfter.After(last) {
+			last = c.NotAfter
+		}
+	}
+	return last, nil
 }

@@ -39,6 +39,10 @@ type Control struct {
 	Restore    *recovery.Record `json:"-"`
 	CARotation *pki.Rotation    `json:"-"`
 
+	// CAExpires: when the cluster CA (the last of ca.crt's) runs out;
+	// zero before 'etcdadm pki init'.
+	CAExpires time.Time `json:"caExpires,omitzero"`
+
 	LastBackup string        `json:"lastBackup,omitempty"`
 	BackupAge  time.Duration `json:"lastBackupAgeNanos,omitempty"`
 	// LastBackupError: the store could not tell whether a backup is
@@ -102,6 +106,14 @@ func LoadControl(ctx context.Context, st store.Store, now time.Time) Control {
 	read("restore record", func() (err error) { c.Restore, err = recovery.Latest(ctx, st); return err })
 	read("rollout", func() (err error) { c.Rollout, _, err = rollout.Load(ctx, st); return err })
 	read("CA rotation", func() (err error) { c.CARotation, _, err = pki.LoadRotation(ctx, st); return err })
+	read("CA", func() error {
+		exp, err := pki.CAExpiry(ctx, st)
+		if errors.Is(err, pki.ErrNoCA) {
+			return nil
+		}
+		c.CAExpires = exp
+		return err
+	})
 	read("backups", func() error { return c.lastBackup(ctx, st, now) })
 	return c
 }

@@ -42,7 +42,8 @@ type storeStatusJSON struct {
 // --store' on a store where the automation is paused and a restore waits
 // for the hosts: status shows everything the store holds — the spec, the
 // pause, the pending restore, the last backup — says plainly that etcd
-// was not reached and why, exits 1, and does not hang. Then a recovery and
+// was not reached and why, exits 1, and does not hang; it also says the
+// CA runs out within 90 days and how to rotate it. Then a recovery and
 // a teardown, which also live only in the store. 'etcdadm spec show'
 // says the automation is paused.
 func TestStatusWithoutEtcd(t *testing.T) {
@@ -54,6 +55,8 @@ func TestStatusWithoutEtcd(t *testing.T) {
 	etcdadm := func(args ...string) result { return runBin(t, nil, "etcdadm", args...) }
 	for _, args := range [][]string{
 		{"seed", "--members", "3", "--version", v, "--store", url},
+		// A CA with 30 days left: status says to rotate it.
+		{"pki", "init", "--ca-validity", "720h", "--store", url},
 		append([]string{"backup", "now", "--store", url}, tlsArgs(m, pki)...),
 		{"restore", "latest", "--yes", "--store", url},
 		{"pause", "--reason", "replacing etcd-c's disk", "--store", url},
@@ -74,6 +77,7 @@ func TestStatusWithoutEtcd(t *testing.T) {
 		"PAUSED", "replacing etcd-c's disk", "etcdadm resume",
 		"RESTORE", "backup " + latest, "requested",
 		"last backup: " + latest,
+		"CA EXPIRES", "(in 29d)", "etcdadm pki rotate-ca",
 	}
 
 	missing := filepath.Join(t.TempDir(), "no-pki")
