@@ -30,11 +30,16 @@ const (
 // every master boots from.
 type cluster struct {
 	n        *harness.Network
-	storeURL string
-	ign      []byte
-	binds    []harness.Bind
-	devices  []string // device nodes bound into every host
-	bin      string
+	storeURL string // the store as the test machine reaches it
+	// hostStore is the store's URL on the hosts when it differs (a file
+	// store bound into them).
+	hostStore string
+	ign       []byte
+	binds     []harness.Bind
+	devices   []string // device nodes bound into every host
+	bin       string
+	// opts are what the config every master boots from was rendered with.
+	opts ignition.Options
 	// runStore starts MinIO on its data again, stopStore stops it (the
 	// store's outage).
 	runStore  func() error
@@ -73,7 +78,17 @@ type clusterOptions struct {
 	// --sysext-baked' with these extensions (directories, as in
 	// /var/lib/extensions) and no other binaries of ours or etcd's.
 	sysext []harness.Bind
+	// fileStore: the store is file://hostFileStore on the hosts instead
+	// of MinIO: "shared", a directory of the test machine (root's, 0700)
+	// bound there on every host and seeded from the test; "host", the
+	// hosts' own directory (tmpfiles makes it), seeded by the test on a
+	// host (etcdadm's golden config, one master).
+	fileStore string
 }
+
+// hostFileStore is where a file store lives on the hosts: the golden
+// config's.
+const hostFileStore = "/var/lib/etcdadm/store"
 
 func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	t.Helper()
@@ -87,7 +102,17 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	if o.sysext != nil {
 		opts.Binaries, opts.SysextBaked = ignition.BinariesSysext, true
 	}
-	if !o.manual {
+	switch {
+	case o.manual:
+	case o.fileStore != "":
+		opts.Store, c.hostStore = "file://"+hostFileStore, "file://"+hostFileStore
+		if o.fileStore == "shared" {
+			dir := t.TempDir()
+			os.Chmod(dir, 0o700)
+			c.storeURL = "file://" + dir
+			o.binds = append(o.binds, harness.Bind{Source: dir, Target: hostFileStore})
+		}
+	default:
 		c.startStore(t)
 		opts.Store, opts.S3CredentialsFile = c.storeURL, filepath.Join(t.TempDir(), "credentials")
 		os.WriteFile(opts.S3CredentialsFile, []byte("[default]\naws_access_key_id = "+accessKey+"\naws_secret_access_key = "+secretKey+"\n"), 0o600)
@@ -96,7 +121,7 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 		{"seed", "--store", c.storeURL, "--members", fmt.Sprint(members), "--version", version, "--cluster-name", "e2e", "--dns-suffix", dnsSuffix},
 		{"pki", "init", "--store", c.storeURL},
 	} {
-		if o.unseeded || o.manual {
+		if o.unseeded || o.manual || o.fileStore == "host" {
 			break
 		}
 		if out, err := c.adm(t, args...); err != nil {
@@ -107,7 +132,7 @@ func newClusterWith(t testing.TB, o clusterOptions) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.ign = ign
+	c.ign, c.opts = ign, opts
 	c.binds = []harness.Bind{{Source: c.bin, Target: "/opt/etcdadm/bin", ReadOnly: true}}
 	for _, v := range append([]string{version}, o.versions...) {
 		if v != version || len(c.binds) == 1 {

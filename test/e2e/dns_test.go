@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -133,20 +135,38 @@ const (
 // with TSIG, and the hosts resolve through it (their resolv.conf).
 func newDNSCluster(t *testing.T, members int) (*cluster, *testenv.DNSServer) {
 	t.Helper()
+	o, startDNS := withRFC2136(t, clusterOptions{members: members})
+	c := newClusterWith(t, o)
+	return c, startDNS(c)
+}
+
+// withRFC2136 adds to o the registrar publishing the member names in
+// dnsZone by RFC 2136 with TSIG, the hosts resolving through that server;
+// startDNS starts Knot in the cluster's network once it exists.
+func withRFC2136(t testing.TB, o clusterOptions) (_ clusterOptions, startDNS func(*cluster) *testenv.DNSServer) {
+	t.Helper()
 	tsigDir, confDir := t.TempDir(), t.TempDir()
 	resolv := filepath.Join(confDir, "resolv.conf")
 	if err := os.WriteFile(resolv, []byte("nameserver "+dnsServer+"\noptions timeout:1 attempts:2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := newClusterWith(t, clusterOptions{members: members, dnsSuffix: dnsZone, enable: []string{"etcd-dns-registrar.service"},
-		env:   map[string]string{"ETCDADM_DNS_PROVIDER": "rfc2136", "ETCDADM_RFC2136_SERVER": dnsServer + ":53", "ETCDADM_RFC2136_TSIG_FILE": "/etc/etcdadm-dns/tsig"},
-		binds: []harness.Bind{{Source: tsigDir, Target: "/etc/etcdadm-dns", ReadOnly: true}, {Source: resolv, Target: "/etc/resolv.conf", ReadOnly: true}}})
-	if got := c.n.SwitchIP().String(); got != dnsServer {
-		t.Fatalf("the switch is at %s, the config names %s", got, dnsServer)
+	o.dnsSuffix = dnsZone
+	if !slices.Contains(o.enable, "etcd-dns-registrar.service") {
+		o.enable = append(o.enable, "etcd-dns-registrar.service")
 	}
-	dns := testenv.StartKnotIn(t, dnsZone, c.n.NamespacePath(), dnsServer)
-	if err := os.WriteFile(filepath.Join(tsigDir, "tsig"), []byte(dns.TSIGLine()), 0o600); err != nil {
-		t.Fatal(err)
+	if o.env == nil {
+		o.env = map[string]string{}
 	}
-	return c, dns
+	maps.Copy(o.env, map[string]string{"ETCDADM_DNS_PROVIDER": "rfc2136", "ETCDADM_RFC2136_SERVER": dnsServer + ":53", "ETCDADM_RFC2136_TSIG_FILE": "/etc/etcdadm-dns/tsig"})
+	o.binds = append(o.binds, harness.Bind{Source: tsigDir, Target: "/etc/etcdadm-dns", ReadOnly: true}, harness.Bind{Source: resolv, Target: "/etc/resolv.conf", ReadOnly: true})
+	return o, func(c *cluster) *testenv.DNSServer {
+		if got := c.n.SwitchIP().String(); got != dnsServer {
+			t.Fatalf("the switch is at %s, the config names %s", got, dnsServer)
+		}
+		dns := testenv.StartKnotIn(t, dnsZone, c.n.NamespacePath(), dnsServer)
+		if err := os.WriteFile(filepath.Join(tsigDir, "tsig"), []byte(dns.TSIGLine()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dns
+	}
 }

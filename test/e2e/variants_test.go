@@ -53,7 +53,8 @@ func TestConfigVariants(t *testing.T) {
 	}
 }
 
-// render renders o for c's store and e2eVersion.
+// render renders o for c's store and e2eVersion, with c's settings and
+// units unless o has its own.
 func (c *cluster) render(t testing.TB, o ignition.Options) []byte {
 	t.Helper()
 	creds := filepath.Join(t.TempDir(), "credentials")
@@ -61,8 +62,17 @@ func (c *cluster) render(t testing.TB, o ignition.Options) []byte {
 		t.Fatal(err)
 	}
 	o.Store, o.S3CredentialsFile, o.LogLevel = c.storeURL, creds, "debug"
+	if c.hostStore != "" {
+		o.Store, o.S3CredentialsFile = c.hostStore, ""
+	}
 	if o.EtcdVersion == "" {
 		o.EtcdVersion = e2eVersion
+	}
+	if o.Env == nil {
+		o.Env = c.opts.Env
+	}
+	if o.EnableUnits == nil {
+		o.EnableUnits = c.opts.EnableUnits
 	}
 	_, ign, err := ignition.Render(o)
 	if err != nil {
