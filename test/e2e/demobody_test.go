@@ -228,6 +228,7 @@ func (d *demo) handle(t *testing.T, req []string) (string, int) {
 // its order, checking after each what an operator would look for; then
 // `make demo-down`.
 func TestMakeDemo(t *testing.T) {
+	t.Parallel() // mostly waits: it runs beside the other long scenarios
 	dir := filepath.Join(t.TempDir(), "demo")
 	top := repoTop(t)
 	run := func(line string, timeout time.Duration) (string, error) {

@@ -26,6 +26,7 @@ import (
 // loop devices the nspawn hosts do not have (images/sysext's test has
 // systemd-dissect take each .raw image as an extension instead).
 func TestSysextHosts(t *testing.T) {
+	t.Parallel() // mostly waits: it runs beside the other long scenarios
 	exts := sysextExtensions(t)
 	c := newClusterWith(t, clusterOptions{members: 3, sysext: exts})
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}

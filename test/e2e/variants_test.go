@@ -26,6 +26,7 @@ import (
 // Flatcar config with baked binaries. All three members become healthy
 // and no unit any config enables fails on any host.
 func TestConfigVariants(t *testing.T) {
+	t.Parallel() // mostly waits: it runs beside the other long scenarios
 	c := newCluster(t, 3)
 	urlIgn := c.urlConfig(t)
 	fcosIgn := c.render(t, ignition.Options{Variant: ignition.FCOS, Binaries: ignition.BinariesBaked})

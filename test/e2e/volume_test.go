@@ -269,18 +269,22 @@ type hostWriter struct{ h *harness.Host }
 
 const etcdctl = "/opt/etcd/current/etcdctl --endpoints https://127.0.0.1:2379 --cacert /etc/etcd/pki/ca.crt --cert /etc/etcd/pki/client.crt --key /etc/etcd/pki/client.key"
 
+// startHostWriter runs a client on h that writes through etcdctl (a new
+// connection, and the certificate files read again, for every request),
+// recording what was acknowledged and what failed.
 func startHostWriter(t *testing.T, h *harness.Host) *hostWriter {
 	t.Helper()
 	script := `i=0; while [ ! -e /run/e2e-writer.stop ] && [ $i -lt 100000 ]; do
   i=$((i+1)); k=$(printf /writer/%06d $i)
-  if ` + etcdctl + ` --command-timeout 5s put $k v >/dev/null 2>&1; then echo $k >>/run/e2e-writer.acked; fi
+  if ` + etcdctl + ` --command-timeout 5s put $k v >/dev/null 2>>/run/e2e-writer.err; then echo $k >>/run/e2e-writer.acked; else echo $k >>/run/e2e-writer.failed; fi
 done`
 	h.MustExec(t, "systemd-run", "--unit", "e2e-writer", "--service-type", "exec", "/bin/sh", "-c", script)
 	return &hostWriter{h}
 }
 
-// finish stops the writer and checks every acknowledged key is there.
-func (w *hostWriter) finish(t *testing.T) {
+// finish stops the writer, checks every acknowledged key is there and
+// returns the failed writes with the last errors.
+func (w *hostWriter) finish(t *testing.T) (failed int, errs string) {
 	t.Helper()
 	w.h.MustExec(t, "touch", "/run/e2e-writer.stop")
 	w.h.MustExec(t, "sh", "-c", "for i in $(seq 30); do systemctl -q is-active e2e-writer || exit 0; sleep 1; done; exit 1")
@@ -298,7 +302,9 @@ func (w *hostWriter) finish(t *testing.T) {
 	if lost > 0 || len(acked) == 0 {
 		t.Fatalf("writer: %d acknowledged writes, %d lost", len(acked), lost)
 	}
-	t.Logf("writer: %d acknowledged writes, none lost", len(acked))
+	failed = len(strings.Fields(w.h.MustExec(t, "sh", "-c", "cat /run/e2e-writer.failed 2>/dev/null || true")))
+	t.Logf("FIGURE writer on %s: %d acknowledged writes, %d failed, none lost", w.h.Name(), len(acked), failed)
+	return failed, w.h.MustExec(t, "sh", "-c", "tail -5 /run/e2e-writer.err 2>/dev/null || true")
 }
 
 // detachImages detaches the loop devices of the shared images (the
