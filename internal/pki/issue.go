@@ -3,6 +3,7 @@ package pki
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -62,7 +63,9 @@ func CheckMemberName(name string) error {
 	return nil
 }
 
-func validDNSName(s string) bool {
+// IsDNSName reports whether s is a DNS name: dot-separated DNS labels
+// (IsDNSLabel, any case), at most 253 characters, no trailing dot.
+func IsDNSName(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
@@ -76,11 +79,11 @@ func validDNSName(s string) bool {
 
 // Validate checks the request.
 func (r MemberRequest) Validate() error {
-	if !validDNSName(r.Name) {
+	if !IsDNSName(r.Name) {
 		return fmt.Errorf("%w: member name %q must be a DNS name (letters, digits, '-' and '.')", ErrInvalid, r.Name)
 	}
 	for _, d := range r.DNSNames {
-		if !validDNSName(d) {
+		if !IsDNSName(d) {
 			return fmt.Errorf("%w: member %s: DNS name %q is not a valid DNS name", ErrInvalid, r.Name, d)
 		}
 	}
@@ -325,6 +328,19 @@ func (ca *CA) signWith(l leaf, spec keySpec, now time.Time) (certPEM, keyPEM []b
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki: %s: generate %s key: %w", l.base, spec, err)
 	}
+	certPEM, err = ca.signKey(l, key.Public(), now)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err = encodeKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: %s: encode key: %w", l.base, err)
+	}
+	return certPEM, keyPEM, nil
+}
+
+// signKey issues l for the public key pub, never valid beyond the CA.
+func (ca *CA) signKey(l leaf, pub crypto.PublicKey, now time.Time) ([]byte, error) {
 	notBefore, notAfter := now.Add(-clockSkew), now.Add(l.validity)
 	if notBefore.Before(ca.Cert.NotBefore) {
 		notBefore = ca.Cert.NotBefore
@@ -337,7 +353,7 @@ func (ca *CA) signWith(l leaf, spec keySpec, now time.Time) (certPEM, keyPEM []b
 		RawSubject:     l.raw,
 		NotBefore:      notBefore,
 		NotAfter:       notAfter,
-		KeyUsage:       keyUsage(key.Public()),
+		KeyUsage:       keyUsage(pub),
 		ExtKeyUsage:    l.usage,
 		DNSNames:       l.dns,
 		IPAddresses:    l.ips,
@@ -345,15 +361,11 @@ func (ca *CA) signWith(l leaf, spec keySpec, now time.Time) (certPEM, keyPEM []b
 		EmailAddresses: l.emails,
 	}
 	// A nil SerialNumber makes CreateCertificate pick a random one.
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pki: %s: sign: %w", l.base, err)
+		return nil, fmt.Errorf("pki: %s: sign: %w", l.base, err)
 	}
-	keyPEM, err = encodeKey(key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pki: %s: encode key: %w", l.base, err)
-	}
-	return encodeCert(der), keyPEM, nil
+	return encodeCert(der), nil
 }
 
 // current reports whether dir holds l as this CA's signer would issue it

@@ -465,12 +465,14 @@ func TestPKIRenewDir(t *testing.T) {
 	if err != nil || !slices.Equal(renewed, []string{"apiserver.crt"}) {
 		t.Fatalf("renew: %v %v", renewed, err)
 	}
-	if got := changed(before, snapshot(t, dir)); !slices.Equal(got, []string{"apiserver.crt", "apiserver.key"}) {
+	// Only the certificate: a reader never sees it beside a key of
+	// another certificate.
+	if got := changed(before, snapshot(t, dir)); !slices.Equal(got, []string{"apiserver.crt"}) {
 		t.Fatalf("renew changed %v", got)
 	}
 	c := readCert(t, filepath.Join(dir, "apiserver.crt"))
-	if c.SerialNumber.Cmp(oldAPI.SerialNumber) == 0 || samePublicKey(c.PublicKey, oldAPI.PublicKey) {
-		t.Error("renewal kept the serial or the key")
+	if c.SerialNumber.Cmp(oldAPI.SerialNumber) == 0 || !samePublicKey(c.PublicKey, oldAPI.PublicKey) {
+		t.Error("renewal kept the serial or changed the key")
 	}
 	if !bytes.Equal(c.RawSubject, oldAPI.RawSubject) || !slices.Equal(c.ExtKeyUsage, oldAPI.ExtKeyUsage) {
 		t.Errorf("renewal changed subject or usage: %s %v", c.Subject, c.ExtKeyUsage)
@@ -859,5 +861,44 @@ func TestPKIDirLockBoundedByContext(t *testing.T) {
 	}
 	if c := changed(before, snapshot(t, dir)); len(c) != 0 {
 		t.Errorf("files changed without the lock: %v", c)
+	}
+}
+
+// A client or etcd that loads a certificate and its key while renewals
+// replace them never gets a pair that does not match (etcd reads both
+// files on every handshake): 200 renewals under a reader in a loop.
+func TestRenewNeverShowsAMismatchedPair(t *testing.T) {
+	st := newStore(t)
+	ca := newCA(t, st)
+	dir := t.TempDir()
+	now := time.Now()
+	if _, err := ca.writeLeaves(t.Context(), dir, []leaf{mustClientLeaf(t, "client", 2*time.Hour)}, Owner{-1, -1}, now, true); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	bad := make(chan error, 1)
+	go func() {
+		defer close(bad)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")); err != nil {
+				bad <- err
+				return
+			}
+		}
+	}()
+	for i := 1; i <= 200; i++ {
+		at := now.Add(time.Duration(i) * 90 * time.Minute)
+		if renewed, err := ca.Renew(t.Context(), dir, Owner{-1, -1}, at); err != nil || len(renewed) != 1 {
+			t.Fatalf("renewal %d: %v %v", i, renewed, err)
+		}
+	}
+	close(done)
+	if err := <-bad; err != nil {
+		t.Fatalf("a reader loaded a pair that does not match during renewals: %v", err)
 	}
 }
