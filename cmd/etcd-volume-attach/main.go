@@ -40,10 +40,16 @@ host's lease still runs). A blank device is formatted ext4; a device with
 any file system or partition table is never formatted. The command refuses,
 changing nothing, whatever could let two hosts mount one volume.
 
-'renew' (from etcd-volume-renew.timer) extends the pool lease.
+'renew' (from etcd-volume-renew.timer) extends the pool claim in the store
+and, once this host's member runs, in etcd (/etcdadm/volumes/<volume>),
+so a store outage of any length leaves the member running. A host whose
+claim neither confirms long enough to be taken over fences itself: it stops
+etcd and unmounts the volume, and comes back by itself when the store
+confirms the claim again.
 
 Exit codes: 0 done; 1 other failure; 2 bad configuration; 3 store
-unreachable or failing; 4 no free volume, or the claim was lost; 5 refused:
+unreachable or failing; 4 no free volume, the claim was lost, or the host
+is fenced; 5 refused:
 in use or foreign data on the device.`
 
 func main() {
@@ -64,6 +70,10 @@ func main() {
 		&cli.BoolFlag{Name: "wait", Value: true, EnvVars: []string{"ETCDADM_VOLUME_WAIT"}, Usage: "pool: when every volume is held, wait (up to --timeout) for the first lease to run out; --wait=false exits 4 at once"},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, EnvVars: []string{"ETCDADM_VOLUME_TIMEOUT"}, Usage: "give up after this long (store failures are retried until then)"},
 		&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_VOLUME_METRICS_FILE"}, Usage: "pool: write the lease's Prometheus metrics here after every claim and renewal, for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/etcd_volume.prom)"},
+		&cli.StringFlag{Name: "etcd-env", Value: "/etc/etcd/etcd.env", EnvVars: []string{"ETCDADM_VOLUME_ETCD_ENV"}, Usage: "renew: member join's etcd.env, whose ETCD_ADVERTISE_CLIENT_URLS reach this host's member (missing: the claim is renewed in the store only)"},
+		&cli.StringFlag{Name: "etcd-cacert", Value: "/etc/etcd/pki/ca.crt", EnvVars: []string{"ETCDADM_VOLUME_ETCD_CACERT"}, Usage: "renew: CA bundle of etcd's server certificates"},
+		&cli.StringFlag{Name: "etcd-cert", Value: "/etc/etcd/pki/client.crt", EnvVars: []string{"ETCDADM_VOLUME_ETCD_CERT"}, Usage: "renew: client certificate for this host's member"},
+		&cli.StringFlag{Name: "etcd-key", Value: "/etc/etcd/pki/client.key", EnvVars: []string{"ETCDADM_VOLUME_ETCD_KEY"}, Usage: "renew: its key (the unit passes it as a credential)"},
 		cliflags.LogLevel(),
 	}
 	app := &cli.App{
@@ -101,6 +111,10 @@ func command(c *cli.Context) volume.Command {
 		Wait:        c.Bool("wait"),
 		MetricsFile: c.String("metrics-file"),
 		Timeout:     c.Duration("timeout"),
+		EtcdEnv:     c.String("etcd-env"),
+		EtcdCACert:  c.String("etcd-cacert"),
+		EtcdCert:    c.String("etcd-cert"),
+		EtcdKey:     c.String("etcd-key"),
 	}
 	for _, v := range strings.Split(c.String("volumes"), ",") {
 		if v = strings.TrimSpace(v); v != "" {
@@ -137,7 +151,7 @@ func code(err error) int {
 	switch {
 	case errors.Is(err, volume.ErrConfig):
 		return exitConfig
-	case errors.Is(err, volume.ErrNoFreeVolume), errors.Is(err, volume.ErrLost):
+	case errors.Is(err, volume.ErrNoFreeVolume), errors.Is(err, volume.ErrLost), errors.Is(err, volume.ErrFenced):
 		return exitHeld
 	case errors.Is(err, volume.ErrInUse), errors.Is(err, volume.ErrNotExt4):
 		return exitInUse

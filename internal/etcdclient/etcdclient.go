@@ -25,6 +25,10 @@ type Config struct {
 	// Insecure allows plain http endpoints without client certificates.
 	Insecure    bool
 	DialTimeout time.Duration
+	// TLS, when set, is used instead of CACert, Cert and Key: a client
+	// certificate made in memory (etcd-volume-attach's claimant check)
+	// is never written to disk.
+	TLS *tls.Config
 }
 
 // Validate checks the TLS settings before anything dials.
@@ -37,7 +41,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("etcd: endpoint %s is plaintext; use https with --cacert/--cert/--key, or pass --insecure to accept an unencrypted, unauthenticated connection", ep)
 		}
 	}
-	if c.Insecure {
+	if c.Insecure || c.TLS != nil {
 		return nil
 	}
 	if c.CACert == "" || c.Cert == "" || c.Key == "" {
@@ -51,8 +55,8 @@ func New(c Config) (*clientv3.Client, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var tlsCfg *tls.Config
-	if c.CACert != "" {
+	tlsCfg := c.TLS
+	if tlsCfg == nil && c.CACert != "" {
 		info := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CACert}
 		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {

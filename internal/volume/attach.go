@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
@@ -99,6 +100,19 @@ type Deps struct {
 	Attempts    int
 	Backoff     time.Duration
 	WaitForFree bool
+	// EtcdDial: see Pool.Etcd (claiming); nil to go by the store alone.
+	EtcdDial EtcdDialer
+	// Etcd is this host's own member's claims (renewing); nil when it
+	// has none yet. Endpoints are its client URLs (Pool.Endpoints).
+	Etcd      EtcdClaims
+	Endpoints []string
+}
+
+func (d Deps) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
 }
 
 // Identity is the member this host is, written to identity.env.
@@ -118,7 +132,7 @@ func (id Identity) Env() []byte {
 }
 
 func (c Config) pool(d Deps) *Pool {
-	return &Pool{Store: d.Store, HostID: c.HostID, Lease: c.Lease, Now: d.Now, Log: d.Log, Attempts: d.Attempts, Backoff: d.Backoff, WaitForFree: d.WaitForFree}
+	return &Pool{Store: d.Store, HostID: c.HostID, Lease: c.Lease, Now: d.Now, Log: d.Log, Attempts: d.Attempts, Backoff: d.Backoff, WaitForFree: d.WaitForFree, Etcd: d.EtcdDial, Endpoints: d.Endpoints}
 }
 
 // Attach gives this host its identity and mounts its volume. With the
@@ -232,9 +246,19 @@ func prepare(ctx context.Context, cfg Config, d Deps, id Identity) error {
 	return nil
 }
 
-// Renew renews this host's pool lease, found in identity.env. It does
-// nothing (nil, nil) for other providers or before a volume was attached.
-func Renew(ctx context.Context, cfg Config, d Deps) (*Claim, error) {
+// Renewal is what one renewal found and decided.
+type Renewal struct {
+	Volume      string
+	Store, Etcd SourceResult
+	Verdict     Verdict
+}
+
+// Renew renews this host's pool claim, on the volume identity.env names,
+// in the store and in etcd (d.Etcd) at once, records what each confirmed
+// in ClaimFile and decides what the host must do (Decide). It returns
+// nil, nil for other providers or before a volume was attached; an error
+// only when it cannot decide.
+func Renew(ctx context.Context, cfg Config, d Deps) (*Renewal, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -248,18 +272,57 @@ func Renew(ctx context.Context, cfg Config, d Deps) (*Claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("renew: %w", err)
 	}
+	path := cfg.path(ClaimFile)
+	rec, recErr := readClaimRecord(path)
 	var last *Claim
-	if c, err := readClaimFile(cfg.path(ClaimFile)); err == nil {
-		last = &c
+	if recErr == nil && rec.Volume == vol {
+		last = &rec.Claim
+	} else {
+		rec = claimRecord{Claim: Claim{Volume: vol}}
 	}
-	c, err := cfg.pool(d).Renew(ctx, vol, last)
-	if err != nil {
-		return nil, err
+	now := d.now()
+	r := &Renewal{Volume: vol, Etcd: SourceResult{State: Unreachable, Err: errors.New("this host has no etcd client yet")}}
+	var stClaim Claim
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c, err := cfg.pool(d).Renew(ctx, vol, last)
+		switch {
+		case err == nil:
+			stClaim, r.Store = c, SourceResult{State: Confirmed, Until: c.Expires}
+		case errors.Is(err, ErrLost):
+			r.Store = SourceResult{State: Lost, Err: err}
+		default:
+			r.Store = SourceResult{State: Unreachable, Err: err}
+		}
+	})
+	if d.Etcd != nil && last != nil {
+		wg.Go(func() { r.Etcd = renewEtcd(ctx, d.Etcd, *last, cfg.Lease, now) })
 	}
-	if err := writeClaimFile(cfg.path(ClaimFile), c); err != nil {
-		return nil, fmt.Errorf("renew %s: %w", vol, err)
+	wg.Wait()
+	if r.Store.State == Confirmed && d.Etcd != nil && r.Etcd.State != Confirmed {
+		// The store, the authority, confirms: etcd holds this claim from
+		// now on, over whatever it held.
+		r.Etcd = installEtcd(ctx, d.Etcd, stClaim)
 	}
-	return &c, nil
+	if r.Store.State == Confirmed {
+		rec.Claim = stClaim
+	}
+	// Decided as of now, after the calls: they may have hung for a while.
+	r.Verdict = Decide(RenewEvery(cfg.Lease), r.Store, r.Etcd, rec.Confirmed, Fenced(cfg.Root), d.now())
+	if r.Store.State == Confirmed {
+		rec.Confirmed.Store = r.Store.Until
+	}
+	switch r.Etcd.State {
+	case Confirmed:
+		rec.Confirmed.Etcd = r.Etcd.Until
+	case Unconfirmed, Lost:
+		rec.Confirmed.Etcd = time.Time{}
+	}
+	rec.Source, rec.SourceTime = r.Verdict.Source, now
+	if err := writeClaimRecord(path, rec); err != nil {
+		return r, fmt.Errorf("renew %s: %w", vol, err)
+	}
+	return r, nil
 }
 
 // IdentityVolume is the volume identity.env (below root) names; an error

@@ -163,10 +163,11 @@ func TestAttachBlankPool(t *testing.T) {
 	if got := readFile(t, filepath.Join(target, "member")); got != "data" {
 		t.Errorf("data after re-run: %q", got)
 	}
-	c, err := volume.Renew(t.Context(), h.cfg, h.deps)
-	if err != nil || c.Volume != "etcd-a" {
-		t.Fatalf("renew: %+v, %v", c, err)
+	r, err := volume.Renew(t.Context(), h.cfg, h.deps)
+	if err != nil || r.Volume != "etcd-a" || r.Verdict.Action != volume.ActKeep || r.Verdict.Source != "store" {
+		t.Fatalf("renew: %+v, %v", r, err)
 	}
+	c := r.Store
 	// The metrics give the lease as the renewal left it; a failed run
 	// says so and keeps that expiry (an alert counts down to it).
 	prom := filepath.Join(t.TempDir(), "etcd_volume.prom")
@@ -176,7 +177,11 @@ func TestAttachBlankPool(t *testing.T) {
 		}
 		got := readFile(t, prom)
 		for _, want := range []string{
-			fmt.Sprintf("etcdadm_volume_lease_expiry_timestamp_seconds{volume=\"etcd-a\"} %d\n", c.Expires.Unix()),
+			fmt.Sprintf("etcdadm_volume_lease_expiry_timestamp_seconds{volume=\"etcd-a\"} %d\n", c.Until.Unix()),
+			fmt.Sprintf("etcdadm_volume_claim_expiry_timestamp_seconds{volume=\"etcd-a\",source=\"store\"} %d\n", c.Until.Unix()),
+			"etcdadm_volume_claim_confirmed{volume=\"etcd-a\",source=\"store\"} 1\n",
+			"etcdadm_volume_claim_confirmed{volume=\"etcd-a\",source=\"etcd\"} 0\n",
+			"etcdadm_volume_fenced 0\n",
 			fmt.Sprintf("etcdadm_volume_lease_seconds %g\n", h.cfg.Lease.Seconds()),
 			"etcdadm_volume_last_renew_timestamp_seconds 1000\n",
 			fmt.Sprintf("etcdadm_volume_last_renew_success %d\n", map[bool]int{true: 1}[runErr == nil]),

@@ -2,9 +2,12 @@ package volume
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +16,9 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/systemd"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -44,6 +50,12 @@ type Command struct {
 	// MetricsFile: a Prometheus textfile of the pool lease (WriteMetrics)
 	// after every claim or renewal; "" for none.
 	MetricsFile string
+	// EtcdEnv is member join's etcd.env (this member's client URLs);
+	// EtcdCACert, EtcdCert and EtcdKey the client certificate a renewal
+	// talks to its own member with. Missing or empty files: this host's
+	// member has not joined yet, and the claim is renewed in the store
+	// only.
+	EtcdEnv, EtcdCACert, EtcdCert, EtcdKey string
 }
 
 // metrics writes MetricsFile, if set, after a pool claim or renewal.
@@ -75,36 +87,176 @@ func (cmd Command) Attach(ctx context.Context, st store.Store, log *slog.Logger)
 	return nil
 }
 
-// Renew runs "etcd-volume-attach renew": renew this host's pool lease,
-// and fence the host (MustFence) when it cannot.
+// Renew runs "etcd-volume-attach renew": renew this host's pool claim
+// in the store and in etcd, and fence the host, or bring it back, as
+// Decide says. It fails when the claim is not confirmed.
 func (cmd Command) Renew(ctx context.Context, st store.Store, log *slog.Logger) error {
-	// A renewal that hangs on an unreachable store must end within half a
-	// renewal interval, so the next one can still fence before the lease
-	// runs out.
-	ctx, cancel := context.WithTimeout(ctx, min(cmd.Timeout, RenewEvery(cmd.Lease)/2))
+	// A renewal that hangs on an unreachable store or etcd must end
+	// within RenewTimeout, so the next one can still fence before the
+	// claim could be taken (Decide counts on it).
+	rctx, cancel := context.WithTimeout(ctx, min(cmd.Timeout, RenewTimeout(RenewEvery(cmd.Lease))))
 	defer cancel()
-	cfg, d, closeFn, err := cmd.setup(ctx, st, log, false)
+	cfg, d, closeFn, err := cmd.setup(rctx, st, log, false)
 	defer closeFn()
 	if err != nil {
 		return err
 	}
-	claim, err := Renew(ctx, cfg, d)
-	cmd.metrics(cfg, err, log)
-	switch {
-	case err != nil:
-		log.Error("renew failed", "err", err)
-		if fence, reason := MustFence(cfg, err, time.Now()); fence {
-			if ferr := fenceHost(context.WithoutCancel(ctx), reason, log); ferr != nil {
-				log.Error("fencing incomplete: stop etcd and unmount /var/lib/etcd by hand", "err", ferr)
-			}
+	if cfg.Provider == ProviderPool {
+		kv, eps, err := cmd.ownEtcd()
+		if err != nil {
+			log.Debug("no etcd client: renewing in the store only", "err", err)
+		} else {
+			defer kv.Close()
+			d.Etcd, d.Endpoints = kv, eps
 		}
-		return err
-	case claim == nil:
-		log.Debug("nothing to renew")
-	default:
-		log.Info("lease renewed", "volume", claim.Volume, "expires", claim.Expires, "generation", claim.Generation)
 	}
-	return nil
+	r, err := Renew(rctx, cfg, d)
+	if err != nil {
+		cmd.metrics(cfg, err, log)
+		log.Error("renew failed", "err", err)
+		return err
+	}
+	if r == nil {
+		cmd.metrics(cfg, nil, log)
+		log.Debug("nothing to renew")
+		return nil
+	}
+	v := r.Verdict
+	attrs := []any{"volume", r.Volume, "confirmed_by", v.Source, "until", v.Until, "store", r.Store.State, "etcd", r.Etcd.State}
+	if r.Store.Err != nil {
+		attrs = append(attrs, "store_err", r.Store.Err)
+	}
+	if r.Etcd.Err != nil {
+		attrs = append(attrs, "etcd_err", r.Etcd.Err)
+	}
+	// Acting on the host must not be cut short by the renewal's deadline.
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 4*time.Minute)
+	defer acancel()
+	err = cmd.act(actx, cfg, r, attrs, log)
+	cmd.metrics(cfg, err, log)
+	return err
+}
+
+// act does what a renewal's verdict says.
+func (cmd Command) act(actx context.Context, cfg Config, r *Renewal, attrs []any, log *slog.Logger) error {
+	v := r.Verdict
+	switch v.Action {
+	case ActKeep:
+		if v.Source == "" {
+			log.Warn("claim not confirmed by the store nor by etcd this time; still live", attrs...)
+			return fmt.Errorf("renew %s: %w: not confirmed (store: %s, etcd: %s)", r.Volume, ErrStore, r.Store.State, r.Etcd.State)
+		}
+		if r.Store.State != Confirmed {
+			log.Warn("claim confirmed through etcd; the store could not be renewed", attrs...)
+		} else {
+			log.Info("claim renewed", attrs...)
+		}
+		return nil
+	case ActStayFenced:
+		log.Warn("fenced: "+v.Reason, attrs...)
+	case ActFence:
+		log.Error("renew: must fence", attrs...)
+		if ferr := cmd.units(actx, func(u Units) error { return Fence(actx, cfg.Root, u, v.Reason, time.Now(), log) }); ferr != nil {
+			log.Error("fencing incomplete: stop etcd and unmount /var/lib/etcd by hand", "err", ferr)
+		}
+	case ActUnfence:
+		if uerr := cmd.units(actx, func(u Units) error { return Unfence(actx, cfg.Root, u, log) }); uerr != nil {
+			log.Error("un-fencing failed; the next renewal tries again", "err", uerr)
+			return uerr
+		}
+		return nil
+	}
+	if v.Lost {
+		return fmt.Errorf("renew %s: %w: %s", r.Volume, ErrLost, v.Reason)
+	}
+	return fmt.Errorf("renew %s: %w: %s", r.Volume, ErrFenced, v.Reason)
+}
+
+// ownEtcd opens the claims in this host's own member, at the client URLs
+// etcd.env advertises, with the renewal's client certificate.
+func (cmd Command) ownEtcd() (EtcdClaims, []string, error) {
+	vars, err := envfile.Read(cmd.EtcdEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	var eps []string
+	for _, ep := range strings.Split(vars["ETCD_ADVERTISE_CLIENT_URLS"], ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, nil, fmt.Errorf("%s: no ETCD_ADVERTISE_CLIENT_URLS", cmd.EtcdEnv)
+	}
+	ec := etcdclient.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Insecure: strings.HasPrefix(eps[0], "http://")}
+	if !ec.Insecure {
+		ec.CACert, ec.Cert, ec.Key = cmd.EtcdCACert, cmd.EtcdCert, cmd.EtcdKey
+	}
+	cli, err := etcdclient.New(ec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &EtcdKV{Cli: cli}, addressURLs(eps), nil
+}
+
+// addressURLs replaces host names in urls by the addresses they resolve
+// to here: a replacement host asks etcd before its DNS registrar runs, so
+// the claims record where the members are, not what they are called
+// (their server certificates name their addresses too).
+func addressURLs(urls []string) []string {
+	var out []string
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || u.Hostname() == "" || u.Port() == "" || net.ParseIP(u.Hostname()) != nil {
+			out = append(out, raw)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, u.Hostname())
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			out = append(out, raw)
+			continue
+		}
+		for _, a := range addrs {
+			v := *u
+			v.Host = net.JoinHostPort(a, u.Port())
+			out = append(out, v.String())
+		}
+	}
+	return out
+}
+
+// storeCADialer opens claims in etcd for a host that has no certificate
+// yet (a replacement claiming a volume): its client certificate is made
+// in memory, signed by the CA in the store, and lives one hour.
+func storeCADialer(st store.Store) EtcdDialer {
+	return func(ctx context.Context, eps []string) (EtcdClaims, error) {
+		ec := etcdclient.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Insecure: true}
+		for _, ep := range eps {
+			ec.Insecure = ec.Insecure && strings.HasPrefix(ep, "http://")
+		}
+		if !ec.Insecure {
+			ca, err := pki.LoadCA(ctx, st)
+			if err != nil {
+				return nil, err
+			}
+			certPEM, keyPEM, err := ca.IssueClient("etcd-volume-attach", time.Hour)
+			if err != nil {
+				return nil, err
+			}
+			pair, err := tls.X509KeyPair(certPEM, keyPEM)
+			if err != nil {
+				return nil, fmt.Errorf("etcd client certificate: %w", err)
+			}
+			ec.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+		}
+		cli, err := etcdclient.New(ec)
+		if err != nil {
+			return nil, err
+		}
+		return &EtcdKV{Cli: cli}, nil
+	}
 }
 
 // setup completes the configuration and builds the dependencies; close
@@ -113,6 +265,9 @@ func (cmd Command) setup(ctx context.Context, st store.Store, log *slog.Logger, 
 	cfg := cmd.Config
 	// Store failures are retried until the context ends (Attempts 0).
 	d := Deps{Log: log, WaitForFree: cmd.Wait}
+	if needMount && st != nil {
+		d.EtcdDial = storeCADialer(st)
+	}
 	closeFn := func() {}
 	if cfg.Provider == ProviderPool {
 		if cfg.HostID == "" {
@@ -177,23 +332,42 @@ func (cmd Command) setup(ctx context.Context, st store.Store, log *slog.Logger, 
 	return cfg, d, closeFn, nil
 }
 
-// fenceHost stops etcd and the volume's mount over D-Bus.
-func fenceHost(ctx context.Context, reason string, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
+// units runs fn with the host's systemd over D-Bus.
+func (cmd Command) units(ctx context.Context, fn func(Units) error) error {
 	m, err := systemd.New(ctx, "")
 	if err != nil {
 		return err
 	}
 	defer m.Conn.Close()
-	return Fence(ctx, func(ctx context.Context, unit string) error {
-		err := (&systemd.Manager{Conn: m.Conn, Unit: unit}).Stop(ctx)
-		var de dbus.Error
-		if errors.As(err, &de) && de.Name == "org.freedesktop.systemd1.NoSuchUnit" {
-			return nil // not installed on this host: nothing to stop
-		}
-		return err
-	}, reason, log)
+	return fn(dbusUnits{m.Conn})
+}
+
+// dbusUnits is Units over systemd's D-Bus API.
+type dbusUnits struct{ conn *sd.Conn }
+
+var _ Units = dbusUnits{}
+
+func (u dbusUnits) Active(ctx context.Context, unit string) (bool, error) {
+	return (&systemd.Manager{Conn: u.conn, Unit: unit}).Active(ctx)
+}
+
+func (u dbusUnits) Stop(ctx context.Context, unit string) error {
+	err := (&systemd.Manager{Conn: u.conn, Unit: unit}).Stop(ctx)
+	var de dbus.Error
+	if errors.As(err, &de) && de.Name == "org.freedesktop.systemd1.NoSuchUnit" {
+		return nil // not installed on this host: nothing to stop
+	}
+	return err
+}
+
+func (u dbusUnits) Start(ctx context.Context, unit string, wait bool) error {
+	if wait {
+		return (&systemd.Manager{Conn: u.conn, Unit: unit}).Start(ctx, false)
+	}
+	if _, err := u.conn.StartUnitContext(ctx, unit, "replace", nil); err != nil {
+		return fmt.Errorf("systemd: start %s: %w", unit, err)
+	}
+	return nil
 }
 
 // ParseSize reads 8G, 512M, 1T or plain bytes (powers of 1024).

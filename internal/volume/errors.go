@@ -23,6 +23,10 @@ var (
 	// ErrPaused: 'etcdadm pause' holds the automation; an expired volume
 	// waits for 'etcdadm resume' to be taken over.
 	ErrPaused = errors.New("the automation is paused")
+	// ErrFenced: the claim could not be confirmed long enough; this host
+	// stopped its member and unmounted the volume, and comes back when
+	// the store confirms the claim again.
+	ErrFenced = errors.New("fenced: the claim is not confirmed")
 	// ErrStore: the store could not be read or written.
 	ErrStore = errors.New("store")
 )

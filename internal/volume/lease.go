@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
@@ -33,6 +34,10 @@ type Claim struct {
 	Expires    time.Time `json:"expires"`
 	Generation int64     `json:"generation"`
 	Acquired   time.Time `json:"acquired"`
+	// Endpoints are the holder's member's etcd client URLs, once it runs:
+	// a host that finds a claim expired asks etcd through the members
+	// the claims name (Pool.Etcd).
+	Endpoints []string `json:"endpoints,omitempty"`
 	// ETag is the store's version of the claim as this host read or
 	// wrote it last; not part of the stored object.
 	ETag string `json:"-"`
@@ -86,6 +91,16 @@ type Pool struct {
 	// ErrNoFreeVolume. A replacement host booted while the dead host's
 	// lease still runs thus claims the volume as soon as it may.
 	WaitForFree bool
+	// Endpoints: this host's member's etcd client URLs, recorded in its
+	// claim on renewal (nil: keep what the claim has).
+	Endpoints []string
+	// Etcd opens the claims in etcd (EtcdClaims) through the members the
+	// claims name. A store claim that expired is taken over only when
+	// etcd holds no live claim for the volume, or when no etcd member
+	// answers (quorum lost, every member dead: then replacements must
+	// take volumes over to bring the cluster back). nil: the store's
+	// expiry alone decides.
+	Etcd EtcdDialer
 }
 
 // NoFreeError is ErrNoFreeVolume with the claim that runs out first.
@@ -259,6 +274,8 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 	}
 	var next *Claim // the live lease that runs out first
 	held := ""      // why an expired volume was not taken over
+	etcd := p.etcdView(view)
+	defer etcd.close()
 	for i, n := range names {
 		v := view[i]
 		c := Claim{Volume: n, Holder: p.HostID, Expires: now.Add(p.Lease), Generation: 1, Acquired: now}
@@ -268,6 +285,14 @@ func (p *Pool) acquireOnce(ctx context.Context, names []string) (Claim, error) {
 				if next == nil || v.claim.Expires.Before(next.Expires) {
 					next = &view[i].claim
 					next.Volume = n
+				}
+				continue
+			}
+			// Its holder may still confirm the claim through etcd (the
+			// store was out, or out of its reach).
+			if ec, ok := etcd.live(ctx, n, now); ok {
+				if next == nil || ec.Expires.Before(next.Expires) {
+					next = &ec
 				}
 				continue
 			}
@@ -321,6 +346,9 @@ func (p *Pool) Renew(ctx context.Context, name string, last *Claim) (Claim, erro
 	}
 	if last != nil && last.Volume == name && last.Holder == p.HostID && last.ETag != "" {
 		c := *last
+		if p.Endpoints != nil {
+			c.Endpoints = p.Endpoints
+		}
 		now := p.now()
 		if !c.Live(now) {
 			p.log().Warn("lease had lapsed; renewing unless another host took the volume", "volume", name, "expired", c.Expires)
@@ -349,6 +377,9 @@ func (p *Pool) Renew(ctx context.Context, name string, last *Claim) (Claim, erro
 	if !c.Live(now) {
 		p.log().Warn("lease had lapsed; nobody took the volume, renewing", "volume", name, "expired", c.Expires)
 	}
+	if p.Endpoints != nil {
+		c.Endpoints = p.Endpoints
+	}
 	c.Expires = now.Add(p.Lease)
 	c, err = p.write(ctx, c, store.PutOptions{IfMatch: etag})
 	if errors.Is(err, store.ErrPrecondition) {
@@ -363,3 +394,74 @@ func (p *Pool) Renew(ctx context.Context, name string, last *Claim) (Claim, erro
 	}
 	return c, nil
 }
+
+// etcdView is one claim attempt's look at the claims in etcd, opened on
+// the first expired claim through the members every claim names.
+type etcdView struct {
+	p         *Pool
+	endpoints []string
+	kv        EtcdClaims
+	err       error // why etcd could not be asked
+	opened    bool
+}
+
+func (p *Pool) etcdView(view []seen) *etcdView {
+	e := &etcdView{p: p}
+	for _, v := range view {
+		for _, ep := range v.claim.Endpoints {
+			if v.exists && !slices.Contains(e.endpoints, ep) {
+				e.endpoints = append(e.endpoints, ep)
+			}
+		}
+	}
+	return e
+}
+
+// live returns the live claim etcd holds for volume, if any. When etcd
+// cannot be asked (no member known, none answers, no quorum) it returns
+// none: the store's expiry decides, as it must when the cluster lost its
+// quorum and replacements must take the volumes over.
+func (e *etcdView) live(ctx context.Context, volume string, now time.Time) (Claim, bool) {
+	log := e.p.log().With("volume", volume)
+	if e.p.Etcd == nil {
+		return Claim{}, false
+	}
+	if !e.opened {
+		e.opened = true
+		if len(e.endpoints) == 0 {
+			e.err = errors.New("no claim names an etcd member")
+		} else {
+			e.kv, e.err = e.p.Etcd(ctx, e.endpoints)
+		}
+	}
+	if e.err != nil {
+		log.Warn("the store claim expired and etcd cannot be asked whether its holder still confirms it: going by the store's expiry alone", "err", e.err)
+		return Claim{}, false
+	}
+	rctx, cancel := context.WithTimeout(ctx, etcdCheckTimeout)
+	defer cancel()
+	c, _, found, err := e.kv.Read(rctx, volume)
+	switch {
+	case err != nil:
+		log.Warn("the store claim expired and no etcd member answered (no quorum?): going by the store's expiry alone", "endpoints", e.endpoints, "err", err)
+		return Claim{}, false
+	case found && c.Live(now):
+		c.Volume = volume
+		log.Info("the store claim expired but its holder still confirms it through etcd: not taking it over", "holder", c.Holder, "generation", c.Generation, "etcd_expires", c.Expires)
+		return c, true
+	case found:
+		log.Info("the claim expired in the store and in etcd", "holder", c.Holder, "etcd_expired", c.Expires)
+	default:
+		log.Info("the store claim expired and etcd holds none")
+	}
+	return Claim{}, false
+}
+
+func (e *etcdView) close() {
+	if e.kv != nil {
+		e.kv.Close()
+	}
+}
+
+// etcdCheckTimeout bounds a claimant's read of a claim in etcd.
+const etcdCheckTimeout = 5 * time.Second

@@ -31,7 +31,7 @@ func rules() map[string]map[string]string {
 			"github.com/miekg/dns":        "DNS is the registrar's",
 		},
 		"etcd-volume-attach": {
-			"go.etcd.io/etcd/":            "it claims volumes in the store before etcd runs",
+			server:                        "it is a client of etcd (claims are also held there once etcd runs)",
 			"github.com/coreos/ignition/": "render is etcdadm's",
 			"github.com/miekg/dns":        "DNS is the registrar's",
 		},

@@ -284,6 +284,9 @@ func (h *Host) start(opts HostOptions) error {
 		}
 		args = append(args, flag+b.Source+":"+target)
 	}
+	if err := ensureLoopNodes(opts.Devices); err != nil {
+		return err
+	}
 	for _, d := range opts.Devices {
 		args = append(args, "--bind="+d)
 	}

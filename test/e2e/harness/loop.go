@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -51,4 +52,32 @@ func LoopDevices(t testing.TB, free int) []string {
 		t.Fatalf("harness: loop devices: %d of /dev/loop0-%d unused, want %d (losetup -a lists what holds them)", unused, loopRange-1, free)
 	}
 	return devs
+}
+
+// ensureLoopNodes adds back the loop devices of devs (as LoopDevices
+// returned them) that were removed since: another test on this machine
+// that detached one removed it, and nspawn refuses to bind a node that
+// is gone.
+func ensureLoopNodes(devs []string) error {
+	var ctl *os.File
+	for _, dev := range devs {
+		n, ok := strings.CutPrefix(dev, "/dev/loop")
+		i, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		if _, err := os.Stat(dev); !os.IsNotExist(err) {
+			continue
+		}
+		if ctl == nil {
+			if ctl, err = os.OpenFile("/dev/loop-control", os.O_RDWR, 0); err != nil {
+				return fmt.Errorf("loop devices: %w", err)
+			}
+			defer ctl.Close()
+		}
+		if err := unix.IoctlSetInt(int(ctl.Fd()), unix.LOOP_CTL_ADD, i); err != nil && err != unix.EEXIST {
+			return fmt.Errorf("loop devices: LOOP_CTL_ADD %d: %w", i, err)
+		}
+	}
+	return nil
 }
