@@ -14,6 +14,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/volume"
+	"github.com/etcdadm/etcdadm-immutable/internal/volumeflags"
 )
 
 // resolve checks every option, collecting all problems so the operator
@@ -83,8 +84,12 @@ func (o Options) resolve() (plan, error) {
 		case k == "ETCDADM_VOLUME_LEASE":
 			// etcd-volume-renew.timer renews at a third of the lease.
 			lease, err := time.ParseDuration(v)
-			if err != nil || lease < 10*time.Second {
-				bad("--env %s=%s: a duration of at least 10s, e.g. 2m", k, v)
+			if err != nil {
+				bad("--env %s=%s: a duration such as 2m", k, v)
+				break
+			}
+			if err := volumeflags.CheckLease(lease); err != nil {
+				bad("--env %s=%s: %w", k, v, err)
 				break
 			}
 			if lease != volume.DefaultLease {

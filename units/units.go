@@ -13,7 +13,9 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/unit"
 )
@@ -119,4 +121,36 @@ func ReadsStore(name string) bool {
 		}
 	}
 	return false
+}
+
+// Interval is how often timer runs its service once it has run
+// (OnUnitInactiveSec=, OnUnitActiveSec=, or OnCalendar=*:0/N): what a message or a document
+// may promise about "the timer acts within ...".
+func Interval(timer string) (time.Duration, error) {
+	b, err := files.ReadFile(timer)
+	if err != nil {
+		return 0, fmt.Errorf("units: %w", err)
+	}
+	opts, err := unit.DeserializeOptions(bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("units: %s: %w", timer, err)
+	}
+	for _, o := range opts {
+		if o.Section == "Timer" && (o.Name == "OnUnitInactiveSec" || o.Name == "OnUnitActiveSec") && o.Value != "" {
+			d, err := time.ParseDuration(strings.ReplaceAll(strings.ReplaceAll(o.Value, "min", "m"), " ", ""))
+			if err != nil {
+				return 0, fmt.Errorf("units: %s: %s=%s: %w", timer, o.Name, o.Value, err)
+			}
+			return d, nil
+		}
+		// Every N minutes of the hour: *:0/N.
+		if o.Section == "Timer" && o.Name == "OnCalendar" {
+			if rest, ok := strings.CutPrefix(o.Value, "*:0/"); ok {
+				if n, err := strconv.Atoi(rest); err == nil && n > 0 {
+					return time.Duration(n) * time.Minute, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("units: %s repeats on no interval (OnUnitInactiveSec=, or OnCalendar=*:0/N)", timer)
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/unit"
 )
@@ -143,5 +144,17 @@ func TestUnitsHardened(t *testing.T) {
 			t.Errorf("%s: exposure %.1f, want <= 4.0", n, exp)
 		}
 		t.Logf("%s: exposure %.1f", n, exp)
+	}
+}
+
+// What the messages and documents say about timers comes from here.
+func TestInterval(t *testing.T) {
+	for timer, want := range map[string]time.Duration{"etcd-version-switcher.timer": 5 * time.Minute, "etcd-member-join.timer": 15 * time.Minute, "etcd-volume-renew.timer": 40 * time.Second} {
+		if got, err := Interval(timer); err != nil || got != want {
+			t.Errorf("%s: %v %v, want %v", timer, got, err, want)
+		}
+	}
+	if _, err := Interval("etcd-pki-renew.timer"); err == nil {
+		t.Errorf("a calendar timer has no interval")
 	}
 }

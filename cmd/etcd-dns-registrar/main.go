@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/dns"
+	"github.com/etcdadm/etcdadm-immutable/internal/dnsflags"
 )
 
 // Exit codes.
@@ -44,27 +45,10 @@ systemd status and in --metrics-file, and keeps running.`
 
 func main() {
 	app := &cli.App{
-		Name:        "etcd-dns-registrar",
-		Usage:       "make every etcd member name resolve to the host that runs it",
-		Description: description,
-		Flags: []cli.Flag{
-			cliflags.Store(),
-			&cli.StringFlag{Name: "name", EnvVars: []string{"ETCDADM_MEMBER_NAME"}, Usage: "this host's member name (etcd-volume-attach writes it to /run/etcdadm/identity.env; default: the short hostname)"},
-			&cli.StringFlag{Name: "volume-provider", EnvVars: []string{"ETCDADM_VOLUME_PROVIDER"}, Usage: "etcd-volume-attach's provider: with local or pool, the name must come from the attached volume (identity.env); without it the registrar exits and is restarted"},
-			&cli.StringFlag{Name: "address", EnvVars: []string{"ETCDADM_ADDRESS"}, Usage: "address(es) to publish, comma separated (default: the first --ip, else this host's first global unicast address, IPv4 first: what etcd-member-join uses)"},
-			&cli.StringSliceFlag{Name: "ip", EnvVars: []string{"ETCDADM_IPS"}, Usage: "this host's addresses as etcd-member-join has them (host.env, from 'etcdadm render --ip'); the first is published"},
-			&cli.StringFlag{Name: "dns-suffix", EnvVars: []string{"ETCDADM_DNS_SUFFIX"}, Usage: "member NAME resolves as NAME.SUFFIX (default: dnsSuffix from the store's etcdadm/settings.json)"},
-			&cli.StringFlag{Name: "provider", Value: dns.ProviderHosts, EnvVars: []string{"ETCDADM_DNS_PROVIDER"}, Usage: "hosts or rfc2136"},
-			&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of host paths (tests)"},
-			&cli.StringFlag{Name: "rfc2136-server", EnvVars: []string{"ETCDADM_RFC2136_SERVER"}, Usage: "authoritative server host:port"},
-			&cli.StringFlag{Name: "rfc2136-zone", EnvVars: []string{"ETCDADM_RFC2136_ZONE"}, Usage: "zone to update (default: the DNS suffix)"},
-			&cli.StringFlag{Name: "rfc2136-tsig-file", EnvVars: []string{"ETCDADM_RFC2136_TSIG_FILE"}, Usage: "file holding hmac-sha256:KEYNAME:BASE64SECRET"},
-			&cli.UintFlag{Name: "rfc2136-ttl", Value: 60, EnvVars: []string{"ETCDADM_RFC2136_TTL"}, Usage: "TTL of the records, seconds"},
-			&cli.DurationFlag{Name: "interval", Value: time.Minute, EnvVars: []string{"ETCDADM_DNS_INTERVAL"}, Usage: "how often to read the registry: a name that moves resolves everywhere within this"},
-			&cli.DurationFlag{Name: "lease", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_DNS_LEASE"}, Usage: "how long a record stays valid without renewal (>= 6 x interval; renewed when a third is left)"},
-			&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_DNS_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector"},
-			cliflags.LogLevel(),
-		},
+		Name:            "etcd-dns-registrar",
+		Usage:           "make every etcd member name resolve to the host that runs it",
+		Description:     description,
+		Flags:           dnsflags.Flags(),
 		Action:          run,
 		HideHelpCommand: true,
 	}

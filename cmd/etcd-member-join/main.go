@@ -48,27 +48,17 @@ func newApp() *cli.App {
 		Name:        "etcd-member-join",
 		Usage:       "bring this host's etcd member into the cluster",
 		Description: description,
-		Flags:       memberFlags(appStore),
+		Flags:       memberflags.Join(appStore),
 		Action:      func(c *cli.Context) error { return run(c, false) },
 		Commands: []*cli.Command{{
 			Name:        "reconcile",
 			Usage:       "shrink the cluster to the spec's member count (timer; one host acts at a time)",
 			Description: "Removes surplus members one at a time after a backup: unhealthy first, then the highest names; moves leadership away before removing the leader; refuses anything that would lose quorum.",
-			Flags:       memberFlags(cliflags.Store()),
+			Flags:       memberflags.Join(cliflags.Store()),
 			Action:      func(c *cli.Context) error { return run(c, true) },
 		}},
 		HideHelpCommand: true,
 	}
-}
-
-// memberFlags returns new flag values on every call: urfave/cli keeps
-// parse state in them, so two commands must not share one.
-func memberFlags(store cli.Flag) []cli.Flag {
-	return append(append([]cli.Flag{store}, memberflags.Flags()...),
-		&cli.DurationFlag{Name: "found-grace", Value: time.Minute, EnvVars: []string{"ETCDADM_FOUND_GRACE"}, Usage: "how long founders wait for every planned member before founding with a quorum"},
-		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_JOIN_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
-		cliflags.LogLevel(),
-	)
 }
 
 func run(c *cli.Context, reconcile bool) error {

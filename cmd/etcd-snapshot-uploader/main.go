@@ -18,6 +18,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/uploader"
+	"github.com/etcdadm/etcdadm-immutable/internal/uploaderflags"
 )
 
 // Exit codes, for systemd and alerting.
@@ -35,7 +36,10 @@ the leader, stream a snapshot -> parallel gzip -> the store as a new
 etcd-manager-compatible backup (<store>/<time>-<seq>/etcd.backup.gz, then our
 integrity record, then _etcd_backup.meta last), and apply retention. On any
 other member it exits 0 and says so, so every master can run the same timer
-and the cluster gets exactly one backup per run.
+and the cluster gets exactly one backup per run. A member without a leader
+(no quorum) skips too, saying so: 'etcdadm backup now' takes a backup from
+it alone. Every question to etcd ends within twice --dial-timeout, the run
+within --timeout.
 
 Exit codes: 0 uploaded or skipped (not the leader); 1 other failure;
 2 bad configuration; 3 store unreachable, denied or failing; 4 etcd
@@ -50,16 +54,10 @@ func main() {
 		debug.SetMemoryLimit(memoryLimit)
 	}
 	app := &cli.App{
-		Name:        "etcd-snapshot-uploader",
-		Usage:       "back up etcd to the store (leader only) and apply retention",
-		Description: description,
-		Flags: append(append([]cli.Flag{
-			cliflags.Store(),
-			&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector (e.g. /var/lib/node_exporter/textfile/etcd_backup.prom)"},
-			&cli.IntFlag{Name: "gzip-level", Value: backup.DefaultGzipLevel, EnvVars: []string{"ETCDADM_GZIP_LEVEL"}, Usage: "1 (fastest, the default) to 9 (smallest)"},
-			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_UPLOAD_TIMEOUT"}, Usage: "give up after this long"},
-			cliflags.LogLevel(),
-		}, etcdclient.Flags("https://127.0.0.1:2379")...), cliflags.Retention()...),
+		Name:            "etcd-snapshot-uploader",
+		Usage:           "back up etcd to the store (leader only) and apply retention",
+		Description:     description,
+		Flags:           uploaderflags.Flags(),
 		Action:          run,
 		HideHelpCommand: true,
 	}
@@ -99,6 +97,9 @@ func run(c *cli.Context) error {
 		return cli.Exit(err, exitEtcd)
 	}
 	defer cli3.Close()
+	// Every request ends within twice --dial-timeout; the snapshot
+	// stream within --timeout.
+	etcdclient.Bound(cli3, etcdclient.CallTimeout(etcdCfg.DialTimeout))
 
 	out, runErr := uploader.Run(ctx, cfg, cli3, st, log, time.Now)
 	if mf := c.String("metrics-file"); mf != "" {
@@ -118,7 +119,11 @@ func run(c *cli.Context) error {
 		case errors.Is(runErr, uploader.ErrEtcd):
 			code = exitEtcd
 		}
-		runErr = etcdCfg.Why(runErr)
+		if code == exitEtcd {
+			runErr = etcdCfg.Reach(c.Context, cli3, "etcd", runErr)
+		} else {
+			runErr = etcdCfg.Why(runErr)
+		}
 		log.Error("backup failed", "err", runErr)
 		return cli.Exit("backup failed: "+runErr.Error(), code)
 	case out.Skipped:

@@ -42,16 +42,10 @@ Exit codes: 0 done or nothing to do, 1 failed or still waiting at
 
 func main() {
 	app := &cli.App{
-		Name:        "etcd-version-switcher",
-		Usage:       "move this member to the spec's etcd version, in turn",
-		Description: description,
-		Flags: append(memberflags.Flags(),
-			cliflags.Store(),
-			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_SWITCH_TIMEOUT"}, Usage: "give up waiting (for turns, for the cluster version) after this long"},
-			&cli.DurationFlag{Name: "health-timeout", Value: 2 * time.Minute, EnvVars: []string{"ETCDADM_SWITCH_HEALTH_TIMEOUT"}, Usage: "how long a switched member has to be healthy and caught up before it is rolled back"},
-			&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_SWITCH_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector"},
-			cliflags.LogLevel(),
-		),
+		Name:            "etcd-version-switcher",
+		Usage:           "move this member to the spec's etcd version, in turn",
+		Description:     description,
+		Flags:           memberflags.Switcher(),
 		Action:          run,
 		HideHelpCommand: true,
 	}

@@ -39,6 +39,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${ETCDADM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/etcdadm}
 out=${1:-$cache/sysext}
 ETCD_VERSIONS=${ETCD_VERSIONS:-"3.5.35 3.6.16 3.7.3"}
+# The release tag (v1.2.3 -> 1.2.3, with -N-gSHA past it), else the commit.
+ETCDADM_VERSION=${ETCDADM_VERSION:-$(git -C "$repo" describe --tags --match 'v[0-9]*' 2>/dev/null | sed 's/^v//' || true)}
 ETCDADM_VERSION=${ETCDADM_VERSION:-0.0.0-git$(git -C "$repo" rev-parse --short=12 HEAD)}
 SYSEXT_URL=${SYSEXT_URL:-https://sysext.example.invalid/etcdadm}
 epoch=${SOURCE_DATE_EPOCH:-0}
@@ -81,7 +83,9 @@ root="$work/etcdadm"
 share="$root/usr/share"
 mkdir -p "$root/usr/bin" "$root/usr/lib/systemd/system" "$share/man/man8" "$share/bash-completion/completions" \
   "$share/zsh/site-functions" "$share/fish/vendor_completions.d"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -buildid=" \
+# Every binary says the version the image is named with (--version).
+(cd "$repo" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+  -ldflags "-s -w -buildid= -X github.com/etcdadm/etcdadm-immutable/internal/cliflags.version=$ETCDADM_VERSION" \
   -o "$root/usr/bin/" ./cmd/...)
 for b in "$root"/usr/bin/*; do
   n=$(basename "$b")

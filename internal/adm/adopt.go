@@ -86,7 +86,7 @@ func adopt(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cli0, err := etcdclient.New(cfg)
+	cli0, _, err := etcdClientOf(cfg)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("adopt: %v\nNothing was written.", err), 2)
 	}

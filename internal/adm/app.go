@@ -26,7 +26,7 @@ On a host, the units do the work (systemctl status etcd etcd-snapshot-uploader.t
 etcdadm is what you run to look and to act by hand.`,
 		Writer:          out,
 		Flags:           []cli.Flag{cliflags.LogLevel()},
-		Commands:        []*cli.Command{seedCommand(), specCommand(), statusCommand(), memberCommand(), pkiCommand(), backupCommand(), restoreLocalCommand(), waitHealthyCommand(), renderCommand(), upgradeCommand(), releaseCommand(), restoreCommand(), sysupdateCommand(), teardownCommand(), recoverCommand(), adoptCommand(), pauseCommand(), resumeCommand(), initCommand(), joinCommand(), resetCommand(), completionCommand()},
+		Commands:        []*cli.Command{seedCommand(), specCommand(), statusCommand(), memberCommand(), pkiCommand(), backupCommand(), restoreLocalCommand(), waitHealthyCommand(), renderCommand(), upgradeCommand(), releaseCommand(), restoreCommand(), sysupdateCommand(), teardownCommand(), recoverCommand(), adoptCommand(), pauseCommand(), resumeCommand(), initCommand(), joinCommand(), resetCommand(), completionCommand(), cliflags.VersionCommand()},
 		HideHelpCommand: true,
 	}
 }

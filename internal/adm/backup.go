@@ -1,6 +1,7 @@
 package adm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -31,16 +32,28 @@ hash matched while streaming, and the sha256 of the upload is recorded; run
 'backup verify' to check the stored bytes), "no record" for backups written by
 etcd-manager (run 'backup verify' to check them). A backup whose meta file or
 integrity record does not parse is listed as UNREADABLE with the reason;
-'latest' names the newest readable backup.`,
+'latest' names the newest readable backup. "NO QUORUM (NAME alone)": taken by
+'backup now' from member NAME while the cluster had no leader; it may lack the
+last writes the cluster acknowledged.`,
 				Flags:  []cli.Flag{cliflags.Store(), outputFlag()},
 				Action: backupList,
 			},
 			{
-				Name:        "now",
-				Usage:       "take a backup now from the given member (leader or not)",
-				Description: "Streams a snapshot of the first --endpoints member into the store, exactly as the timer does, but from any member and without retention.",
-				Flags:       append([]cli.Flag{cliflags.Store()}, etcdclient.Flags("https://127.0.0.1:2379")...),
-				Action:      backupNow,
+				Name:  "now",
+				Usage: "take a backup now from the given member (leader or not, quorum or not)",
+				Description: `Streams a snapshot of the first --endpoints member into the store, exactly as
+the timer does, but from any member and without retention. Every question to
+etcd ends within twice --dial-timeout, the whole backup within --timeout.
+
+When the cluster has no quorum (the member answers but has no leader) the
+backup is still taken, from that member alone: a snapshot needs no quorum.
+It holds what that member had applied, which may lack the last writes the
+cluster acknowledged; the command says so and 'backup list' marks it
+NO QUORUM. That is the backup to take before 'etcdadm recover'.`,
+				Flags: append([]cli.Flag{cliflags.Store(),
+					&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "give up after this long"},
+				}, etcdclient.Flags("https://127.0.0.1:2379")...),
+				Action: backupNow,
 			},
 			{
 				Name:      "verify",
@@ -71,6 +84,9 @@ type listRow struct {
 	MinRevision int64  `json:"minRevision,omitempty"`
 	Verified    string `json:"verified"`
 	Members     int32  `json:"memberCount,omitempty"`
+	// WithoutQuorum: taken from one member while the cluster had no
+	// leader (backup now on a survivor); it may lack the last writes.
+	WithoutQuorum bool `json:"withoutQuorum,omitempty"`
 	// Error: the backup is unreadable, and why.
 	Error string `json:"error,omitempty"`
 }
@@ -104,6 +120,10 @@ func backupList(c *cli.Context) error {
 				r.Verified = "SIZE MISMATCH"
 			case in.SnapshotHashOK:
 				r.Verified = "sha256"
+			}
+			if in.WithoutQuorum {
+				r.WithoutQuorum = true
+				r.Verified += ", NO QUORUM (" + in.Member + " alone)"
 			}
 		}
 		rows = append(rows, r)
@@ -139,19 +159,32 @@ func backupNow(c *cli.Context) error {
 		return err
 	}
 	ecfg := etcdclient.FromFlags(c)
-	cli3, err := etcdclient.New(ecfg)
+	if len(ecfg.Endpoints) == 0 {
+		return cli.Exit("backup now: --endpoints names no member", cliflags.ExitUsage)
+	}
+	// The first member only: every question, and the snapshot, go to it.
+	ecfg.Endpoints = ecfg.Endpoints[:1]
+	cli3, ecfg, err := etcdClientOf(ecfg)
 	if err != nil {
 		return err
 	}
 	defer cli3.Close()
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
 	cfg := uploader.Config{Endpoint: ecfg.Endpoints[0], AnyMember: true, SkipPrune: true, StaleAfter: time.Hour, Retention: backup.DefaultPolicy(), AnswerTimeout: ecfg.DialTimeout}
-	out, err := uploader.Run(c.Context, cfg, cli3, st, log, time.Now)
+	out, err := uploader.Run(ctx, cfg, cli3, st, log, time.Now)
+	if errors.Is(err, uploader.ErrEtcd) {
+		return cli.Exit(fmt.Errorf("%w\nNo backup was taken.", ecfg.Reach(c.Context, cli3, "backup now", err)), 1)
+	}
 	if err != nil {
 		return ecfg.Why(err)
 	}
 	fmt.Fprintf(c.App.Writer, "backup %s: %s gzip, snapshot %s, revision >= %d, etcd %s, from %s in %.1fs\n",
 		out.Backup, humanBytes(out.Integrity.GzipSize), humanBytes(out.Integrity.SnapshotSize),
 		out.Integrity.MinRevision, out.Integrity.EtcdVersion, out.LocalMember, out.Duration.Seconds())
+	if out.WithoutQuorum {
+		fmt.Fprintf(c.App.Writer, "NO QUORUM: the cluster has no leader; this backup is %s's data alone and may lack the last writes the cluster acknowledged ('backup list' marks it)\n", out.LocalMember)
+	}
 	return nil
 }
 

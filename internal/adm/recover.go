@@ -38,10 +38,22 @@ Everything written after the backup is lost. For Kubernetes: stop every
 kube-apiserver before, restart them and the controllers after.
 
 Refused, writing nothing: a missing or corrupt backup, a backup from a newer
-etcd minor than the cluster runs, a restore already pending.
-Exit codes: 0 requested, 1 failure, 2 refused or not confirmed.`,
-		Flags: []cli.Flag{cliflags.Store(), &cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation (scripts)"}},
+etcd minor than the cluster runs, a restore already pending, a store torn
+down ('etcdadm seed --force' first), a recovery in progress (let it finish),
+the automation paused ('etcdadm resume' first): each refusal says which.
+
+'etcdadm restore --cancel' withdraws a pending restore before any host acts
+on it; once a host has begun, the restore must finish.
+Exit codes: 0 requested (or withdrawn), 1 failure, 2 refused or not confirmed.`,
+		Flags: []cli.Flag{cliflags.Store(), &cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation (scripts)"},
+			&cli.BoolFlag{Name: "cancel", Usage: "withdraw the pending restore (refused once a host has begun it)"}},
 		Action: func(c *cli.Context) error {
+			if c.Bool("cancel") {
+				if c.NArg() != 0 {
+					return cli.Exit("restore --cancel takes no BACKUP", 2)
+				}
+				return restoreCancel(c)
+			}
 			if c.NArg() != 1 {
 				return cli.Exit("restore: name one BACKUP (see 'etcdadm backup list') or 'latest'", 2)
 			}
@@ -60,7 +72,7 @@ Exit codes: 0 requested, 1 failure, 2 refused or not confirmed.`,
 				return err
 			}
 			p, rep, err := recovery.Request(c.Context, st, b.Name, time.Now())
-			if errors.Is(err, recovery.ErrPending) || errors.Is(err, recovery.ErrTooNew) || errors.Is(err, backup.ErrCorrupt) {
+			if errors.Is(err, recovery.ErrPending) || errors.Is(err, recovery.ErrTooNew) || errors.Is(err, backup.ErrCorrupt) || errors.Is(err, recovery.ErrContradicts) {
 				return cli.Exit(fmt.Sprintf("restore: %v\nNothing was changed.", err), 2)
 			}
 			if err != nil {
@@ -71,6 +83,27 @@ Exit codes: 0 requested, 1 failure, 2 refused or not confirmed.`,
 			return nil
 		},
 	}
+}
+
+// restoreCancel withdraws the pending restore command.
+func restoreCancel(c *cli.Context) error {
+	st, err := cliflags.OpenStore(c)
+	if err != nil {
+		return err
+	}
+	p, err := recovery.Cancel(c.Context, st)
+	if errors.Is(err, recovery.ErrBegun) {
+		return cli.Exit(fmt.Sprintf("restore --cancel: %v\nNothing was changed.", err), 2)
+	}
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		fmt.Fprintln(c.App.Writer, "no restore is pending: nothing to withdraw")
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "restore %s of backup %s withdrawn: no host had begun it (%s deleted)\n", p.ID, p.Command.Backup, p.Key)
+	return nil
 }
 
 func teardownCommand() *cli.Command {
@@ -94,7 +127,9 @@ cluster. Take a last backup first ('etcdadm backup now').`,
 			if err := confirm(c, "teardown"); err != nil {
 				return err
 			}
-			if err := recovery.RequestTeardown(c.Context, st, time.Now()); err != nil {
+			if err := recovery.RequestTeardown(c.Context, st, time.Now()); errors.Is(err, recovery.ErrContradicts) {
+				return cli.Exit(fmt.Sprintf("teardown: %v\nNothing was changed.", err), 2)
+			} else if err != nil {
 				return err
 			}
 			fmt.Fprintf(w, "%s is torn down: each host stops etcd at its next etcd-member-join run ('systemctl start etcd-member-join' to act now); 'etcdadm seed --force' declares a new cluster\n", st)
@@ -163,7 +198,8 @@ func probeQuorum(c *cli.Context, st store.Store) (recovery.Quorum, error) {
 	return recovery.ProbeQuorum(c.Context, eps, func(ep string) (*clientv3.Client, error) {
 		cfg := base
 		cfg.Endpoints, cfg.DialTimeout = []string{ep}, 2*time.Second
-		return etcdclient.New(cfg)
+		cli3, _, err := etcdClientOf(cfg)
+		return cli3, err
 	})
 }
 

@@ -2,6 +2,7 @@ package adm
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/ignition"
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
+	"github.com/etcdadm/etcdadm-immutable/internal/settings"
 )
 
 func renderCommand() *cli.Command {
@@ -76,7 +78,7 @@ holds the S3 credentials: --out-dir files are written 0600.`,
 			&cli.BoolFlag{Name: "manual", Usage: "a master built by hand ('etcdadm init' / 'etcdadm join'): no --store, only member join at boot and certificate renewal"},
 			&cli.StringSliceFlag{Name: "enable", Usage: "also enable this embedded unit, repeatable (e.g. etcd-dns-registrar.service when the cluster has a DNS suffix)"},
 			&cli.DurationFlag{Name: "backup-interval", Usage: "how often the snapshot timer backs up (default 15m): minutes that divide an hour, or hours that divide a day"},
-			&cli.StringSliceFlag{Name: "env", Usage: "further shared setting for etcdadm.env, KEY=VALUE with KEY ETCDADM_*, repeatable (e.g. ETCDADM_FOUND_GRACE=2m)"},
+			&cli.StringSliceFlag{Name: "env", Usage: "further shared setting for etcdadm.env, KEY=VALUE with KEY ETCDADM_*, repeatable (e.g. ETCDADM_FOUND_GRACE=2m): KEY must be a variable one of the binaries reads (their --help lists them as [$ETCDADM_...]) and VALUE what that flag accepts"},
 			&cli.StringFlag{Name: "out-dir", Usage: "write NAME.bu and NAME.ign here (NAME: --name, else master) instead of stdout"},
 			&cli.StringFlag{Name: "format", Value: "ignition", Usage: "what to print without --out-dir: ignition or butane"},
 		},
@@ -93,12 +95,23 @@ func renderAction(c *cli.Context) error {
 		return cli.Exit("--format is for stdout; --out-dir writes both NAME.bu and NAME.ign", 2)
 	}
 	env := map[string]string{}
+	known := settings.New(append(settings.Daemons(), settings.Commands(App(io.Discard))...)...)
+	var bad []string
 	for _, kv := range c.StringSlice("env") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return cli.Exit(fmt.Sprintf("--env %q: expected KEY=VALUE", kv), 2)
 		}
+		// Other keys: ignition says where they belong.
+		if strings.HasPrefix(k, "ETCDADM_") {
+			if err := known.Check(k, v); err != nil {
+				bad = append(bad, "--env "+err.Error())
+			}
+		}
 		env[k] = v
+	}
+	if len(bad) > 0 {
+		return cli.Exit(fmt.Sprintf("render: %s\nNothing was written.", strings.Join(bad, "\n")), 2)
 	}
 	opts := ignition.Options{
 		Variant:              ignition.Variant(c.String("variant")),

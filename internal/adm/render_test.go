@@ -149,3 +149,45 @@ func TestRenderCommand(t *testing.T) {
 		})
 	}
 }
+
+// Issue 26 finding 2: a misspelt or unknown ETCDADM_* key and a value its
+// flag refuses stop render before anything is written, naming the key and
+// what it accepts; the keys every binary reads, including etcdadm's own,
+// pass.
+func TestRenderEnvChecked(t *testing.T) {
+	t.Setenv("ETCDADM_STORE", "")
+	base := []string{"--variant", "flatcar", "--store", "file:///var/lib/etcdadm/store", "--etcd-version", "3.6.16", "--binaries", "baked"}
+	for _, tc := range []struct {
+		env  string
+		want []string
+	}{
+		{"ETCDADM_VOLUME_PROVIDR=pool", []string{"ETCDADM_VOLUME_PROVIDR", "did you mean ETCDADM_VOLUME_PROVIDER?"}},
+		{"ETCDADM_VOLUME_PROVIDER=ebs", []string{"ETCDADM_VOLUME_PROVIDER=ebs", "want none, local or pool"}},
+		{"ETCDADM_VOLUME_LEASE=5s", []string{"ETCDADM_VOLUME_LEASE=5s", "at least 10s"}},
+		{"ETCDADM_VOLUME_SIZE=lots", []string{"ETCDADM_VOLUME_SIZE=lots", "a positive size such as 8G"}},
+		{"ETCDADM_JOIN_TIMEOUT=soon", []string{"ETCDADM_JOIN_TIMEOUT=soon", "a duration"}},
+		{"ETCDADM_GZIP_LEVEL=max", []string{"ETCDADM_GZIP_LEVEL=max", "a whole number"}},
+	} {
+		stdout, _, err := runRender(t, append(append([]string{}, base...), "--env", tc.env)...)
+		if err == nil {
+			t.Errorf("--env %s: rendered, want refused", tc.env)
+			continue
+		}
+		if ec, ok := err.(cli.ExitCoder); !ok || ec.ExitCode() != 2 {
+			t.Errorf("--env %s: %v, want exit 2", tc.env, err)
+		}
+		for _, w := range append(tc.want, "Nothing was written") {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("--env %s: %q, want it to say %q", tc.env, err, w)
+			}
+		}
+		if stdout != "" {
+			t.Errorf("--env %s: wrote %d bytes to stdout", tc.env, len(stdout))
+		}
+	}
+	for _, env := range []string{"ETCDADM_VOLUME_PROVIDER=pool", "ETCDADM_VOLUME_LEASE=30s", "ETCDADM_SWITCH_HEALTH_TIMEOUT=40s", "ETCDADM_PKI_METRICS_FILE=/var/lib/x.prom", "ETCDADM_RETAIN_DAILY_DAYS=0"} {
+		if _, _, err := runRender(t, append(append([]string{}, base...), "--env", env)...); err != nil {
+			t.Errorf("--env %s: %v, want rendered", env, err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
+	"github.com/etcdadm/etcdadm-immutable/units"
 )
 
 func rotateCACommand() *cli.Command {
@@ -74,7 +75,7 @@ func rotateCA(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s\nthe members' etcd-version-switcher units act within 2 minutes ('systemctl start etcd-version-switcher' on each master to act now)\n", r.String())
+		fmt.Fprintf(w, "%s\n%s\n", r.String(), switchersAct())
 		return nil
 	}
 	if rec.Active() {
@@ -102,6 +103,19 @@ func rotateCA(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s\nthe members' etcd-version-switcher units act within 2 minutes ('systemctl start etcd-version-switcher' on each master to act now).\nWhen 'etcdadm pki rotate-ca' says every member trusts the new CA, reissue every client ('etcdadm pki issue-client NAME --out-dir DIR') and restart it, then run 'etcdadm pki rotate-ca --finish'; until then old client certificates keep working.\n", r.String())
+	fmt.Fprintf(w, "%s\n%s.\nWhen 'etcdadm pki rotate-ca' says every member trusts the new CA, reissue every client ('etcdadm pki issue-client NAME --out-dir DIR') and restart it, then run 'etcdadm pki rotate-ca --finish'; until then old client certificates keep working.\n", r.String(), switchersAct())
 	return nil
+}
+
+// switchersAct says when the switchers take a request up: their timer's
+// interval, read from the unit.
+func switchersAct() string {
+	when := "at their timer's next run"
+	if d, err := units.Interval("etcd-version-switcher.timer"); err == nil {
+		when = "within " + d.String()
+		if d%time.Minute == 0 {
+			when = fmt.Sprintf("within %d minutes", int(d.Minutes()))
+		}
+	}
+	return "the members' etcd-version-switcher units act " + when + " ('systemctl start etcd-version-switcher' on each master to act now)"
 }

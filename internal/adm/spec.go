@@ -1,6 +1,7 @@
 package adm
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
@@ -26,9 +28,9 @@ Run 'etcdadm pki init' too, unless the cluster uses --tls=insecure.`,
 		Flags: []cli.Flag{
 			cliflags.Store(),
 			&cli.IntFlag{Name: "members", Required: true, Usage: "number of voting members: 1, 3 or 5 (1 to 7 allowed)"},
-			&cli.StringFlag{Name: "version", Required: true, Usage: "etcd version, e.g. 3.6.16 (3.5.x, 3.6.x, 3.7.x)"},
-			&cli.StringFlag{Name: "cluster-name", Value: "etcd", Usage: "cluster name (prefix of the initial cluster token)"},
-			&cli.StringFlag{Name: "dns-suffix", Usage: "members are reached as NAME.SUFFIX (e.g. internal.prod.example.com); empty: by host address"},
+			&cli.StringFlag{Name: "version", Required: true, Usage: "etcd version, e.g. 3.6.16 (3.5.x, 3.6.x, 3.7.x; a release this etcdadm knows, or one pushed with 'etcdadm release push')"},
+			&cli.StringFlag{Name: "cluster-name", Value: "etcd", Usage: "cluster name (prefix of the initial cluster token): a DNS label, 1 to 63 of a-z, 0-9 and inner '-'"},
+			&cli.StringFlag{Name: "dns-suffix", Usage: "members are reached as NAME.SUFFIX (a DNS name, e.g. internal.prod.example.com); empty: by host address"},
 			&cli.IntFlag{Name: "client-port", Value: 2379},
 			&cli.IntFlag{Name: "peer-port", Value: 2380},
 			&cli.StringFlag{Name: "tls", Value: "mtls", Usage: "mtls, or insecure (plaintext; test clusters only)"},
@@ -50,7 +52,11 @@ Run 'etcdadm pki init' too, unless the cluster uses --tls=insecure.`,
 			if err := cl.Defaults(); err != nil {
 				return err
 			}
-			warnings, err := cl.Validate()
+			// Every problem at once, before anything is written.
+			warnings, err := cl.ValidateNew()
+			if v, perr := etcdversion.Parse(cl.Spec.EtcdVersion); perr == nil && etcdversion.Supported(v) == nil {
+				err = errors.Join(err, etcdbin.Releases{Store: st}.Known(c.Context, v))
+			}
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("%v\nNothing was written.", err), 2)
 			}

@@ -63,8 +63,8 @@ func statusAction(c *cli.Context) error {
 		}
 	}
 	ec := etcdclient.FromFlags(c)
-	e := status.Etcd{Why: ec.Why, Timeout: 2 * ec.DialTimeout}
-	if cli3, err := etcdclient.New(ec); err != nil {
+	e := status.Etcd{Why: ec.Why, Timeout: etcdclient.CallTimeout(ec.DialTimeout), Endpoints: ec.Endpoints}
+	if cli3, _, err := etcdClientOf(ec); err != nil {
 		e.ClientErr = err
 	} else {
 		defer cli3.Close()
@@ -102,7 +102,7 @@ func statusAction(c *cli.Context) error {
 	}
 	if r.EtcdError != "" {
 		printNotReached(w, c.String("endpoints"), r, st != nil)
-		if st != nil && r.EtcdNotReached == status.NoAnswer {
+		if st != nil && (r.EtcdNotReached == status.NoAnswer || r.EtcdNotReached == status.NoQuorum) {
 			printQuorumLoss(c, w, st, r)
 		}
 	} else {
@@ -151,6 +151,13 @@ func incomplete(r status.Report) error {
 // printNotReached says that etcd was not reached, why, and where the
 // fix is: on this side (a client certificate) or on the hosts.
 func printNotReached(w io.Writer, endpoints string, r status.Report, withStore bool) {
+	if r.EtcdNotReached == status.NoQuorum {
+		fmt.Fprintf(w, "etcd: NO QUORUM: %s\n", r.EtcdError)
+		if !withStore {
+			fmt.Fprintln(w, "(with --store, status asks every registered member and names the ways out; or see 'etcdadm recover --help')")
+		}
+		return
+	}
 	fmt.Fprintf(w, "etcd: NOT REACHED at %s: %s\n", endpoints, strings.TrimPrefix(r.EtcdError, "etcd: "))
 	if r.EtcdNotReached == status.NoAnswer {
 		fmt.Fprintln(w, "(see: systemctl status etcd etcd-member-join; journalctl -u etcd -u etcd-member-join)")
@@ -242,16 +249,21 @@ func memberCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list members with their role and health",
+				Description: `Lists the members (a linearizable read: it needs a quorum) and asks each for
+its status. Every question ends within twice --dial-timeout; when the cluster
+does not answer it says whether etcd answers at --endpoints without a leader
+(no quorum: bring the stopped members back, or 'etcdadm recover') or does not
+answer there at all. Exit 1 then.`,
 				Flags: flags,
 				Action: func(c *cli.Context) error {
-					cli3, err := etcdclient.New(etcdclient.FromFlags(c))
+					cli3, ec, err := etcdClient(c)
 					if err != nil {
 						return err
 					}
 					defer cli3.Close()
 					_, ms, err := status.Members(c.Context, cli3)
 					if err != nil {
-						return err
+						return cli.Exit(ec.Reach(c.Context, cli3, "member list", err), 1)
 					}
 					if c.String("output") == "json" {
 						return writeJSON(c.App.Writer, ms)
@@ -267,13 +279,15 @@ func memberCommand() *cli.Command {
 				Description: `Removes one member. Refused when the healthy members left would be fewer than
 the quorum of the smaller cluster. The removed host's next member-join run
 moves its old data aside and stands by. To shrink a cluster for good, lower
-memberCount with 'etcdadm spec set' instead, or the host will join again.`,
+memberCount with 'etcdadm spec set' instead, or the host will join again.
+Every question to etcd ends within twice --dial-timeout: without quorum, or
+with no etcd at --endpoints, it ends saying which, and removes nothing.`,
 				Flags: flags,
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return cli.Exit("usage: etcdadm member remove NAME|ID", 2)
 					}
-					cli3, err := etcdclient.New(etcdclient.FromFlags(c))
+					cli3, ec, err := etcdClient(c)
 					if err != nil {
 						return err
 					}
@@ -283,7 +297,7 @@ memberCount with 'etcdadm spec set' instead, or the host will join again.`,
 						return cli.Exit(err, 1)
 					}
 					if err != nil {
-						return err
+						return cli.Exit(fmt.Errorf("%w\nNothing was removed.", ec.Reach(c.Context, cli3, "member remove", err)), 1)
 					}
 					fmt.Fprintf(c.App.Writer, "removed member %s\n", removed)
 					return nil

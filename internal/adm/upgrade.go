@@ -10,6 +10,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -104,6 +105,14 @@ func declare(c *cli.Context, st store.Store, to etcdversion.Version, dryRun bool
 	fmt.Fprintln(w, "  then: binary swapped, etcd restarted, healthy + caught up + linearizable at the new version, or rolled back")
 	if dryRun {
 		fmt.Fprintln(w, "dry run: nothing recorded")
+		return nil
+	}
+	p, err := pause.Get(c.Context, st)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		fmt.Fprintf(w, "recorded: the spec says etcd %s, but the automation is %s: the version switchers move no member until then\n", to, p)
 		return nil
 	}
 	fmt.Fprintf(w, "recorded: the spec says etcd %s; the hosts' etcd-version-switcher units move the members (etcdadm status shows progress)\n", to)

@@ -22,7 +22,7 @@ func waitHealthyCommand() *cli.Command {
 		}, etcdclient.Flags("https://127.0.0.1:2379")...),
 		Action: func(c *cli.Context) error {
 			log := cliflags.Logger(c).With("component", "wait-healthy")
-			cli3, err := etcdclient.New(etcdclient.FromFlags(c))
+			cli3, _, err := etcdClient(c)
 			if err != nil {
 				return err
 			}

@@ -26,6 +26,10 @@ type Integrity struct {
 	EtcdVersion     string  `json:"etcdVersion"`
 	Member          string  `json:"member,omitempty"`
 	DurationSeconds float64 `json:"durationSeconds"`
+	// WithoutQuorum: the snapshot is Member's data alone, taken while the
+	// cluster had no leader ('etcdadm backup now' on a survivor): it may
+	// lack the last writes the cluster acknowledged.
+	WithoutQuorum bool `json:"withoutQuorum,omitempty"`
 }
 
 func parseIntegrity(b []byte) (Integrity, error) {

@@ -26,6 +26,8 @@ type Snapshot struct {
 	ClusterSpec *etcdmanager.ClusterSpec
 	// GzipLevel: 1 (fastest) to 9 (smallest); 0 means DefaultGzipLevel.
 	GzipLevel int
+	// NoQuorum: taken from Member alone while the cluster had no leader.
+	NoQuorum bool
 }
 
 // DefaultGzipLevel favours speed: etcd snapshots of Kubernetes objects
@@ -104,6 +106,7 @@ func Write(ctx context.Context, st store.Store, snap Snapshot, now time.Time) (R
 		MinRevision:     snap.MinRevision,
 		EtcdVersion:     snap.EtcdVersion,
 		Member:          snap.Member,
+		WithoutQuorum:   snap.NoQuorum,
 		DurationSeconds: time.Since(start).Seconds(),
 	}
 	ib, err := json.MarshalIndent(in, "", "  ")

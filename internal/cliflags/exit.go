@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -27,6 +28,9 @@ const ExitUsage = 2
 func Run(app *cli.App, args []string, fallback func(error) int) int {
 	app.ExitErrHandler = func(*cli.Context, error) {}
 	app.EnableBashCompletion = true
+	if app.Version == "" {
+		app.Version = Version() // --version on every binary
+	}
 	if app.Writer == nil {
 		app.Writer = os.Stdout
 	}
@@ -41,12 +45,14 @@ func Run(app *cli.App, args []string, fallback func(error) int) int {
 		return cli.Exit(fmt.Sprintf("%v (see '%s --help')", err, c.Command.HelpName), ExitUsage)
 	}
 	app.OnUsageError = usage
+	app.Before = requireQuietly(app.Flags, app.Before)
 	var walk func([]*cli.Command)
 	walk = func(cs []*cli.Command) {
 		for _, c := range cs {
 			if c.OnUsageError == nil {
 				c.OnUsageError = usage
 			}
+			c.Before = requireQuietly(c.Flags, c.Before)
 			walk(c.Subcommands)
 		}
 	}
@@ -74,6 +80,52 @@ func Run(app *cli.App, args []string, fallback func(error) int) int {
 		return fallback(err)
 	}
 	return 1
+}
+
+// requireQuietly takes the check of flags' required flags over from
+// urfave/cli, which prints the whole help to the app's Writer (stdout:
+// 'etcdadm render > x.ign' left the help in x.ign) before it fails. The
+// flags stop being Required to urfave/cli; before (the command's own
+// Before) runs once they are all set, and a missing one is the same
+// error urfave/cli would give, which Run turns into a one-line hint.
+func requireQuietly(flags []cli.Flag, before cli.BeforeFunc) cli.BeforeFunc {
+	var required []string
+	for _, f := range flags {
+		rf, ok := f.(cli.RequiredFlag)
+		if !ok || !rf.IsRequired() {
+			continue
+		}
+		field := reflect.ValueOf(f)
+		if field.Kind() != reflect.Pointer {
+			continue
+		}
+		if r := field.Elem().FieldByName("Required"); r.IsValid() && r.CanSet() && r.Kind() == reflect.Bool {
+			r.SetBool(false)
+			required = append(required, f.Names()[0])
+		}
+	}
+	if len(required) == 0 {
+		return before
+	}
+	return func(c *cli.Context) error {
+		var missing []string
+		for _, name := range required {
+			if !c.IsSet(name) {
+				missing = append(missing, name)
+			}
+		}
+		switch len(missing) {
+		case 0:
+		case 1:
+			return fmt.Errorf("Required flag %q not set", missing[0])
+		default:
+			return fmt.Errorf("Required flags %q not set", strings.Join(missing, ", "))
+		}
+		if before != nil {
+			return before(c)
+		}
+		return nil
+	}
 }
 
 // Always returns a fallback for Run that maps every other error to code:

@@ -69,3 +69,54 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// A required flag left out is a one-line hint on stderr, for the app and
+// for a subcommand, and nothing on stdout (urfave/cli printed the help
+// there); the command's own Before still runs once the flags are set.
+func TestRequiredFlagQuiet(t *testing.T) {
+	for _, args := range [][]string{{"app"}, {"app", "sub"}, {"app", "--top", "x", "sub", "--inner", "y"}} {
+		var stdout, stderr bytes.Buffer
+		before := 0
+		app := &cli.App{
+			Name: "app", Writer: &stdout, ErrWriter: &stderr,
+			Flags:  []cli.Flag{&cli.StringFlag{Name: "top", Required: true}},
+			Action: func(*cli.Context) error { return nil },
+			Commands: []*cli.Command{{
+				Name: "sub", Flags: []cli.Flag{&cli.StringFlag{Name: "inner", Required: true}},
+				Before: func(*cli.Context) error { before++; return nil },
+				Action: func(*cli.Context) error { return nil },
+			}},
+		}
+		code := Run(app, args, nil)
+		ok := len(args) == 6
+		if ok && (code != 0 || before != 1) || !ok && code != ExitUsage {
+			t.Errorf("%q: exit %d (Before ran %d times); stderr %q", args, code, before, stderr.String())
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%q: stdout %q, want nothing", args, stdout.String())
+		}
+		if !ok && (!strings.Contains(stderr.String(), "not set (see 'app") || strings.Count(stderr.String(), "\n") != 1) {
+			t.Errorf("%q: stderr %q, want one line with the hint", args, stderr.String())
+		}
+	}
+}
+
+// Issue 26 finding 7: every binary run through Run answers --version with
+// the build's version on stdout, and a VersionCommand prints it alone.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"app", "--version"}, {"app", "version"}} {
+		var stdout, stderr bytes.Buffer
+		app := &cli.App{Name: "app", Writer: &stdout, ErrWriter: &stderr,
+			Action: func(*cli.Context) error { return errors.New("the action ran") }, Commands: []*cli.Command{VersionCommand()}}
+		if code := Run(app, args, nil); code != 0 || stderr.Len() != 0 {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr.String())
+		}
+		want := Version() + "\n"
+		if args[1] == "--version" {
+			want = "app version " + want
+		}
+		if stdout.String() != want || !strings.HasPrefix(Version(), "0.0.0-") {
+			t.Errorf("%q: stdout %q, want %q", args, stdout.String(), want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -122,6 +123,48 @@ func (c Cluster) Validate() (warnings []string, err error) {
 	return warnings, nil
 }
 
+// CheckClusterName is the rule for a new cluster's name: a DNS label
+// (1 to 63 of a-z, 0-9 and inner '-'). The name leads the initial cluster
+// token, which etcd.env carries unquoted and etcd compares byte for byte,
+// and it names the cluster where names must be portable (etcd-manager's
+// volume tags <cluster>-<member>, metric labels, file names): a DNS label
+// is safe in all of them, and lower case keeps "Prod" and "prod" from
+// being two clusters.
+func CheckClusterName(name string) error {
+	if !pki.IsDNSLabel(name) {
+		return fmt.Errorf("cluster name %q: want 1 to 63 of a-z, 0-9 and inner '-' (a DNS label, e.g. etcd or prod-eu1): it leads the cluster token in etcd.env", name)
+	}
+	return nil
+}
+
+// CheckDNSSuffix is the rule for the DNS suffix ("" = members by address):
+// NAME.SUFFIX goes into DNS and into the member certificates, so it must
+// be a DNS name (pki.IsDNSName), e.g. internal.prod.example.com.
+func CheckDNSSuffix(s string) error {
+	if s != "" && (!pki.IsDNSName(s) || len(s) > 253-64) {
+		return fmt.Errorf("dns suffix %q: want a DNS name such as internal.prod.example.com (labels of a-z, 0-9 and inner '-', joined by single dots, no trailing dot, room for a member name in front)", s)
+	}
+	return nil
+}
+
+// ValidateNew is Validate for a declaration about to be written: it also
+// holds the name and DNS suffix to their rules (a store written before
+// these rules still loads).
+func (c Cluster) ValidateNew() (warnings []string, err error) {
+	warnings, err = c.Validate()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if nerr := CheckClusterName(c.Settings.ClusterName); nerr != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, nerr))
+	}
+	if serr := CheckDNSSuffix(c.Settings.DNSSuffix); serr != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, serr))
+	}
+	return warnings, errors.Join(errs...)
+}
+
 // CheckVersion accepts the etcd versions we can run: 3.5.x, 3.6.x, 3.7.x.
 func CheckVersion(v string) error {
 	m := versionRE.FindStringSubmatch(v)
@@ -201,7 +244,7 @@ func Seed(ctx context.Context, st store.Store, c Cluster, force bool) error {
 	if err := c.Defaults(); err != nil {
 		return err
 	}
-	if _, err := c.Validate(); err != nil {
+	if _, err := c.ValidateNew(); err != nil {
 		return err
 	}
 	old, specTag, setTag, err := load(ctx, st)

@@ -111,3 +111,36 @@ func TestSeedAndSet(t *testing.T) {
 		t.Fatalf("after the repair: %+v %v (token was %s)", after, err, before.Settings.ClusterToken)
 	}
 }
+
+// Issue 26 finding 3: a new declaration's cluster name is a DNS label and
+// its DNS suffix a DNS name; a store written before these rules loads.
+func TestValidateNew(t *testing.T) {
+	good := Cluster{Spec: etcdmanager.ClusterSpec{MemberCount: 3, EtcdVersion: "3.6.16"}, Settings: Settings{ClusterName: "prod-eu1", DNSSuffix: "internal.prod.example.com"}}
+	if err := good.Defaults(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := good.ValidateNew(); err != nil {
+		t.Fatalf("good: %v", err)
+	}
+	for _, tc := range []struct {
+		name, suffix string
+		want         string
+	}{
+		{"a b/c", "", `cluster name "a b/c"`},
+		{"Prod", "", "DNS label"},
+		{"etcd_main", "", "DNS label"},
+		{"etcd", "has space..x", `dns suffix "has space..x"`},
+		{"etcd", "example.com.", "no trailing dot"},
+		{"etcd", "-bad.example.com", "a DNS name"},
+	} {
+		c := good
+		c.Settings.ClusterName, c.Settings.DNSSuffix = tc.name, tc.suffix
+		_, err := c.ValidateNew()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("name %q suffix %q: %v, want ErrInvalid saying %q", tc.name, tc.suffix, err, tc.want)
+		}
+		if _, err := c.Validate(); err != nil {
+			t.Errorf("name %q suffix %q: Validate (what load uses) refuses it: %v", tc.name, tc.suffix, err)
+		}
+	}
+}

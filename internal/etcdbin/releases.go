@@ -104,6 +104,22 @@ func (r Releases) List(ctx context.Context) ([]etcdversion.Version, error) {
 	return out, nil
 }
 
+// Known reports nil for a version a cluster may be declared at: a
+// release this build knows (etcdversion.Released), or one whose binaries
+// are in the store (a newer etcd patch, pushed first).
+func (r Releases) Known(ctx context.Context, v etcdversion.Version) error {
+	relErr := etcdversion.Released(v)
+	if relErr == nil || !errors.Is(relErr, etcdversion.ErrUnreleased) {
+		return relErr
+	}
+	if _, err := r.Store.Stat(ctx, manifestKey(v)); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("releases: %w", err)
+	}
+	return fmt.Errorf("%w: a typo? If it is a newer release, push it first ('etcdadm release push %s --from DIR')", relErr, v)
+}
+
 // Open streams one program of a release.
 func (r Releases) Open(ctx context.Context, m Manifest, program string) (io.ReadCloser, error) {
 	f := m.Files[program]

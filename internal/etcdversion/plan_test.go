@@ -188,3 +188,17 @@ func equal(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// Issue 26 finding 3: a version above the newest patch this build knows
+// is not a release (3.6.999 is a typo until it is pushed into the store).
+func TestReleased(t *testing.T) {
+	for v, want := range map[string]string{"3.5.0": "", "3.5.35": "", "3.6.16": "", "3.7.3": "", "3.6.999": "newest 3.6 is 3.6.16", "3.7.4": "newest 3.7 is 3.7.3", "3.9.1": "unsupported"} {
+		err := Released(MustParse(v))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", v, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", v, err, want)
+		}
+	}
+}

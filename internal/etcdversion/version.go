@@ -67,14 +67,35 @@ func SameMinor(a, b Version) bool { return a.Major == b.Major && a.Minor == b.Mi
 // every member must run before the cluster moves up to the NEXT minor (etcd
 // issues #19557, #20793, #20967: older patches can resurrect removed members
 // or demote promoted voters across the step). The newest minor has none.
-type minorRule struct{ minor, minBeforeNext int }
+// newest is the newest patch of the minor this build knows as released
+// (the builds the project pins: images/sysext/build.sh, test/testenv).
+type minorRule struct{ minor, minBeforeNext, newest int }
 
 func supported() []minorRule {
 	return []minorRule{
-		{5, 26},
-		{6, 11},
-		{7, -1},
+		{5, 26, 35},
+		{6, 11, 16},
+		{7, -1, 3},
 	}
+}
+
+// ErrUnreleased: a version newer than any release of its minor this build
+// knows.
+var ErrUnreleased = errors.New("not a release this etcdadm knows")
+
+// Released reports nil for a supported version no newer than the newest
+// patch of its minor this build knows (an etcd release made after it is
+// declared by pushing it into the store first: etcdbin.Releases.Known).
+func Released(v Version) error {
+	if err := Supported(v); err != nil {
+		return err
+	}
+	for _, s := range supported() {
+		if s.minor == v.Minor && v.Patch > s.newest {
+			return fmt.Errorf("etcd %s: %w (the newest %s is %d.%d.%d)", v, ErrUnreleased, v.MinorString(), v.Major, v.Minor, s.newest)
+		}
+	}
+	return nil
 }
 
 // Supported reports nil for a version we run (3.5.x, 3.6.x, 3.7.x).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/cliflags"
 	"github.com/etcdadm/etcdadm-immutable/internal/hostaddr"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
@@ -31,9 +32,36 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: "root", Value: "/", EnvVars: []string{"ETCDADM_ROOT"}, Usage: "prefix of every host path"},
 		&cli.StringFlag{Name: "etcd-user", Value: "etcd", EnvVars: []string{"ETCDADM_ETCD_USER"}, Usage: "user that owns keys and data (from sysusers.d); empty: leave ownership alone"},
 		&cli.StringFlag{Name: "unit", Value: "etcd.service", EnvVars: []string{"ETCDADM_ETCD_UNIT"}, Usage: "the etcd unit to start"},
-		&cli.DurationFlag{Name: "cert-validity", EnvVars: []string{"ETCDADM_CERT_VALIDITY"}, Usage: "lifetime of the member's certificates (default a year; etcd-pki-renew.timer renews them with a third left; render sets its schedule from this)"},
+		&cli.DurationFlag{Name: "cert-validity", EnvVars: []string{"ETCDADM_CERT_VALIDITY"}, Usage: "lifetime of the member's certificates (default a year; etcd-pki-renew.timer renews them with a third left; render sets its schedule from this)",
+			Action: func(_ *cli.Context, d time.Duration) error {
+				if err := pki.CheckLeafValidity(d); err != nil {
+					return cli.Exit(fmt.Errorf("--cert-validity: %w", err), cliflags.ExitUsage)
+				}
+				return nil
+			}},
 		&cli.StringFlag{Name: "volume-provider", EnvVars: []string{"ETCDADM_VOLUME_PROVIDER"}, Usage: "etcd-volume-attach's provider: with local or pool, the member name must come from the attached volume (identity.env)"},
 	}
+}
+
+// Join are etcd-member-join's flags (the boot run and reconcile alike),
+// with store as its --store flag.
+func Join(store cli.Flag) []cli.Flag {
+	return append(append([]cli.Flag{store}, Flags()...),
+		&cli.DurationFlag{Name: "found-grace", Value: time.Minute, EnvVars: []string{"ETCDADM_FOUND_GRACE"}, Usage: "how long founders wait for every planned member before founding with a quorum"},
+		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_JOIN_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
+		cliflags.LogLevel(),
+	)
+}
+
+// Switcher are etcd-version-switcher's flags.
+func Switcher() []cli.Flag {
+	return append(Flags(),
+		cliflags.Store(),
+		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, EnvVars: []string{"ETCDADM_SWITCH_TIMEOUT"}, Usage: "give up waiting (for turns, for the cluster version) after this long"},
+		&cli.DurationFlag{Name: "health-timeout", Value: 2 * time.Minute, EnvVars: []string{"ETCDADM_SWITCH_HEALTH_TIMEOUT"}, Usage: "how long a switched member has to be healthy and caught up before it is rolled back"},
+		&cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_SWITCH_METRICS_FILE"}, Usage: "write Prometheus metrics here for node_exporter's textfile collector"},
+		cliflags.LogLevel(),
+	)
 }
 
 // Config reads the flags. Without --ip it waits up to a minute for the

@@ -198,6 +198,9 @@ func loadAdoption(ctx context.Context, st store.Store) (*Adoption, string, error
 func emptyForAdoption(ctx context.Context, st store.Store) error {
 	for _, k := range []string{etcdmanager.ClusterCreatedKey, etcdmanager.ClusterSpecKey, member.PlanKey} {
 		if _, err := st.Stat(ctx, k); err == nil {
+			if t, terr := TornDown(ctx, st); terr == nil && t != nil {
+				return fmt.Errorf("%w: %s holds a cluster torn down at %s (its spec, backups and PKI are kept there): adopt into an empty store or prefix", ErrNotAdoptable, st, t.At.UTC().Format(time.RFC3339))
+			}
 			return fmt.Errorf("%w: %s already holds a cluster (%s): adopt into an empty store or prefix, or 'etcdadm teardown' the one there first", ErrNotAdoptable, st, k)
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("adopt: %s: %w", k, err)

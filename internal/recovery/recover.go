@@ -38,6 +38,9 @@ type Recover struct {
 // RequestRecover records that the cluster is to be rebuilt from member
 // name: q must show the majority lost and name answering.
 func RequestRecover(ctx context.Context, st store.Store, q Quorum, name string, now time.Time) (Recover, error) {
+	if err := checkRequest(ctx, st, kindRecover); err != nil {
+		return Recover{}, err
+	}
 	if !q.Lost {
 		return Recover{}, fmt.Errorf("%w (%d of %d, %d needed): nothing to recover; replace or restart the members that are down", ErrQuorumHolds, q.Answering, len(q.Members), q.Need)
 	}
@@ -51,7 +54,11 @@ func RequestRecover(ctx context.Context, st store.Store, q Quorum, name string, 
 		}
 	}
 	if !found {
-		return Recover{}, fmt.Errorf("recover: %s is not a voting member; members: %v", name, q.Members)
+		names := make([]string, 0, len(q.Members))
+		for _, m := range q.Members {
+			names = append(names, m.Name)
+		}
+		return Recover{}, fmt.Errorf("recover: %s is not a voting member; the members are %s (%s has the most of the log)", name, strings.Join(names, ", "), q.Best)
 	}
 	if r, err := LoadRecover(ctx, st); err != nil {
 		return Recover{}, err

@@ -108,13 +108,16 @@ func FindPending(ctx context.Context, st store.Store) (*Pending, error) {
 // is missing, corrupt, or from a newer etcd minor than the cluster runs
 // is refused, and nothing is written.
 func Request(ctx context.Context, st store.Store, name string, now time.Time) (Pending, backup.Report, error) {
+	if err := checkRequest(ctx, st, kindRestore); err != nil {
+		return Pending{}, backup.Report{}, err
+	}
 	cl, err := clusterspec.Load(ctx, st)
 	if err != nil {
 		return Pending{}, backup.Report{}, err
 	}
 	if p, err := FindPending(ctx, st); err != nil || p != nil {
 		if p != nil {
-			err = fmt.Errorf("%w (%s, backup %s): wait for it, or delete %s", ErrPending, p.ID, p.Command.Backup, p.Key)
+			err = fmt.Errorf("%w (%s, backup %s): wait for it, or withdraw it with 'etcdadm restore --cancel' if no host has begun", ErrPending, p.ID, p.Command.Backup)
 		}
 		return Pending{}, backup.Report{}, err
 	}

@@ -35,6 +35,9 @@ func TeardownUnits() []string {
 // RequestTeardown marks the store torn down. Backups, the PKI, the spec
 // and the peer registry stay.
 func RequestTeardown(ctx context.Context, st store.Store, now time.Time) error {
+	if err := checkRequest(ctx, st, kindTeardown); err != nil {
+		return err
+	}
 	b, err := json.Marshal(Teardown{At: now.UTC()})
 	if err != nil {
 		return err

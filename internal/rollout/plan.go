@@ -81,7 +81,14 @@ func Declare(ctx context.Context, st store.Store, to etcdversion.Version, dryRun
 			p := etcdversion.Plan{From: etcdversion.MustParse(rec.Path[0]), To: to, Steps: rec.Steps}
 			return Declared{Plan: p, Unchanged: true}, nil
 		}
+		if rec.Abort {
+			return Declared{}, fmt.Errorf("%w (%s, %s): its abort is under way; wait until the switchers have put the members back ('etcdadm status' shows it), then declare the new target", ErrRunning, PathString(rec.Path), rec.State)
+		}
 		return Declared{}, fmt.Errorf("%w (%s, %s): wait for it to finish, or run 'etcdadm upgrade --abort' first", ErrRunning, PathString(rec.Path), rec.State)
+	}
+	if from == to {
+		// Nothing to move: whether the hosts could fetch it is moot.
+		return Declared{Plan: etcdversion.Plan{From: from, To: to}, Unchanged: true}, nil
 	}
 	avail, err := Available(ctx, st)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ const (
 	TLSRefused = "tls"
 	// NoAnswer: nothing answered in time.
 	NoAnswer = "no answer"
+	// NoQuorum: a member answers its status, but has no leader: the
+	// cluster's questions (linearizable) find no quorum to answer them.
+	NoQuorum = "no quorum"
 )
 
 // Cluster is the part of *clientv3.Client status needs.
@@ -127,6 +131,9 @@ type Etcd struct {
 	Why func(error) error
 	// Timeout bounds every question to etcd; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Endpoints are asked for their own status when the cluster does not
+	// answer, to tell a cluster without quorum from no etcd at all.
+	Endpoints []string
 }
 
 // DefaultTimeout bounds the questions Collect asks etcd.
@@ -148,6 +155,29 @@ func Collect(ctx context.Context, e Etcd, st store.Store, now time.Time) Report 
 	r.askEtcd(ctx, e)
 	r.Control = <-done
 	return r
+}
+
+// leaderless asks each endpoint for its own status (no quorum needed): a
+// member that answers without a leader means the cluster has no quorum,
+// not that etcd is not there.
+func (r *Report) leaderless(ctx context.Context, e Etcd, timeout time.Duration) {
+	var answering []string
+	for _, ep := range e.Endpoints {
+		sctx, cancel := context.WithTimeout(ctx, timeout/2)
+		s, err := e.Cluster.Status(sctx, ep)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if s.Leader != 0 {
+			return // a leader: the question failed for another reason
+		}
+		answering = append(answering, ep)
+	}
+	if len(answering) > 0 {
+		r.EtcdNotReached = NoQuorum
+		r.EtcdError = fmt.Sprintf("etcd answers at %s but has no leader: the cluster has no quorum (fewer than a majority of its voting members are up)", strings.Join(answering, ", "))
+	}
 }
 
 func (r *Report) askEtcd(ctx context.Context, e Etcd) {
@@ -174,6 +204,9 @@ func (r *Report) askEtcd(ctx context.Context, e Etcd) {
 			}
 		}
 		r.EtcdError = err.Error()
+		if r.EtcdNotReached == NoAnswer {
+			r.leaderless(ctx, e, timeout)
+		}
 		return
 	}
 	al, err := e.Cluster.AlarmList(ectx)

@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -105,6 +106,14 @@ func (blockingCluster) MemberList(ctx context.Context, _ ...clientv3.OpOption) (
 	return nil, ctx.Err()
 }
 
+// leaderlessCluster: a member that answers for itself but has no leader
+// (2 of 3 down), so the cluster's questions find no quorum.
+type leaderlessCluster struct{ blockingCluster }
+
+func (leaderlessCluster) Status(context.Context, string) (*clientv3.StatusResponse, error) {
+	return &clientv3.StatusResponse{Leader: 0, Version: "3.6.16"}, nil
+}
+
 // seeded is a store an operator has worked on: a spec, a backup, a
 // restore command as etcd-manager-ctl writes it, a recovery request, a
 // teardown and a pause.
@@ -133,8 +142,10 @@ func seeded(t *testing.T, now time.Time) (store.Store, string) {
 	if _, err := store.PutBytes(ctx, fs, etcdmanager.CommandKey(now.Add(-time.Minute)), cmd, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	lost := recovery.Quorum{Members: []recovery.Answer{{Name: "etcd-a", Answering: true}, {Name: "etcd-b"}, {Name: "etcd-c"}}, Answering: 1, Need: 2, Lost: true}
-	if _, err := recovery.RequestRecover(ctx, fs, lost, "etcd-a", now); err != nil {
+	// Every control object at once, as no request would leave them (a
+	// recovery is refused while a restore waits): written directly.
+	rec, _ := json.Marshal(recovery.Recover{ID: now.UTC().Format("20060102T150405Z"), Member: "etcd-a", At: now.UTC(), State: recovery.Running})
+	if _, err := store.PutBytes(ctx, fs, recovery.RecoverKey, rec, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := recovery.RequestTeardown(ctx, fs, now); err != nil {
@@ -164,6 +175,8 @@ func TestCollectStoreWithoutEtcd(t *testing.T) {
 		{"no client", Etcd{ClientErr: errors.New("etcd: TLS files: open client.crt: no such file or directory")}, NoClient, "client.crt"},
 		{"no answer", Etcd{Cluster: blockingCluster{}, Timeout: 100 * time.Millisecond, Why: func(err error) error { return err }}, NoAnswer, "deadline exceeded"},
 		{"tls refused", Etcd{Cluster: blockingCluster{}, Timeout: 100 * time.Millisecond, Why: tlsWhy}, TLSRefused, "unknown certificate authority"},
+		// Issue 26 finding 6: a member that answers is not "not reached".
+		{"no quorum", Etcd{Cluster: leaderlessCluster{}, Timeout: 100 * time.Millisecond, Why: func(err error) error { return err }, Endpoints: []string{"https://10.0.0.1:2379"}}, NoQuorum, "etcd answers at https://10.0.0.1:2379 but has no leader"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -71,6 +71,9 @@ type Outcome struct {
 	Duration    time.Duration
 	LeaderID    uint64
 	LocalMember string
+	// WithoutQuorum: the member had no leader; the backup is its data
+	// alone (AnyMember only), marked so in its integrity record.
+	WithoutQuorum bool
 }
 
 // Failure classes, for exit codes.
@@ -95,7 +98,11 @@ func Run(ctx context.Context, cfg Config, cli Etcd, st store.Store, log *slog.Lo
 	}
 	self, leader := status.Header.MemberId, status.Leader
 	out.LeaderID = leader
-	members, err := cli.MemberList(ctx)
+	// A member without a leader answers for itself: its own view of the
+	// membership and of its revision (serializable) needs no quorum, and
+	// neither does its snapshot.
+	noQuorum := leader == 0
+	members, err := cli.MemberList(ctx, clientv3.WithSerializable())
 	if err != nil {
 		return out, fmt.Errorf("%w: member list: %w", ErrEtcd, err)
 	}
@@ -111,15 +118,25 @@ func Run(ctx context.Context, cfg Config, cli Etcd, st store.Store, log *slog.Lo
 	if self != leader && !cfg.AnyMember {
 		out.Skipped = true
 		out.Reason = fmt.Sprintf("member %s (%x) is not the leader (%x); the leader uploads", out.LocalMember, self, leader)
+		if noQuorum {
+			out.Reason = fmt.Sprintf("member %s (%x) has no leader: the cluster has no quorum, and the timer backs up from the leader only; 'etcdadm backup now' takes a backup from this member alone", out.LocalMember, self)
+		}
 		out.Duration = now().Sub(start)
 		return out, nil
 	}
+	out.WithoutQuorum = noQuorum
 	spec, err := clusterSpec(ctx, st, status.Version, voters)
 	if err != nil {
 		return out, err
 	}
-	// Linearizable read: the snapshot taken next holds at least this revision.
-	gr, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	// The snapshot taken next holds at least this revision: read through
+	// the quorum (linearizable), or without one this member's own.
+	var readOpts []clientv3.OpOption
+	if noQuorum {
+		readOpts = append(readOpts, clientv3.WithSerializable())
+		log.Warn("the cluster has no quorum: backing up this member's data alone; it may lack the last writes the cluster acknowledged", "member", out.LocalMember)
+	}
+	gr, err := cli.Get(ctx, "\x00", append(readOpts, clientv3.WithCountOnly())...)
 	if err != nil {
 		return out, fmt.Errorf("%w: read revision: %w", ErrEtcd, err)
 	}
@@ -136,6 +153,7 @@ func Run(ctx context.Context, cfg Config, cli Etcd, st store.Store, log *slog.Lo
 		MinRevision: gr.Header.Revision,
 		Member:      out.LocalMember,
 		ClusterSpec: &spec,
+		NoQuorum:    noQuorum,
 	}, now())
 	if err != nil {
 		if errors.Is(err, backup.ErrCorrupt) {

@@ -77,6 +77,10 @@ func TestBadInputMatrix(t *testing.T) {
 	badSpec := broken(etcdmanager.ClusterSpecKey, `{"memberCount": 3, "etcdVers`)
 	badSettings := broken("etcdadm/settings.json", `{"clusterName": 7}`)
 	badCommand := broken("control/2026-07-08T09:20:31Z-000000/_command.json", `{"restoreBackup":{"backup":`)
+	// Stores where a request would contradict what is in force.
+	paused := broken("etcdadm/paused.json", `{"by":"alice@bastion","since":"2026-11-23T22:00:00Z","reason":"replacing a disk"}`)
+	tornDown := broken("etcdadm/teardown.json", `{"at":"2026-11-23T22:00:00Z"}`)
+	recovering := broken("etcdadm/recover.json", `{"id":"20261123T220000Z","member":"etcd-a","at":"2026-11-23T22:00:00Z","state":"running"}`)
 	readOnly := t.TempDir()
 	os.CopyFS(readOnly, os.DirFS(dir))
 	makeReadOnly(t, readOnly)
@@ -87,7 +91,11 @@ func TestBadInputMatrix(t *testing.T) {
 	tls := func(p *testenv.PKI, cert, key string) []string {
 		return []string{"--endpoints", m.Endpoint(), "--cacert", p.CACert, "--cert", cert, "--key", key, "--dial-timeout", "2s"}
 	}
-	root := t.TempDir() // a host's root for the binaries that take --root
+	root := t.TempDir()  // a host's root for the binaries that take --root
+	empty := t.TempDir() // a store nobody seeded
+	renderArgs := func(more ...string) []string {
+		return append([]string{"render", "--variant", "flatcar", "--etcd-version", v, "--binaries", "baked", "--store", url}, more...)
+	}
 	creds := s3Env(s3, s3.SecretKey)
 
 	rows := []badInput{
@@ -130,6 +138,25 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "switcher: unknown flag", bin: "etcd-version-switcher", args: []string{"--bogus"}, code: 2, want: []string{"bogus", "--help"}},
 		{name: "volume attach: bad provider", bin: "etcd-volume-attach", args: []string{"--store", url, "--root", root, "--provider", "nfs"}, code: 2, want: []string{"nfs", "none, local or pool"}},
 		{name: "volume attach: bad lease", bin: "etcd-volume-attach", args: []string{"--store", url, "--root", root, "--provider", "pool"}, env: []string{"ETCDADM_VOLUME_LEASE=forever"}, code: 2, want: []string{"forever"}},
+		// Issue 26 finding 2: settings and store URLs checked at the edge.
+		{name: "render: misspelt setting", bin: "etcdadm", args: renderArgs("--env", "ETCDADM_VOLUME_PROVIDR=pool"), code: 2, want: []string{"ETCDADM_VOLUME_PROVIDR", "did you mean ETCDADM_VOLUME_PROVIDER?", "Nothing was written"}},
+		{name: "render: unknown volume provider", bin: "etcdadm", args: renderArgs("--env", "ETCDADM_VOLUME_PROVIDER=ebs"), code: 2, want: []string{"ETCDADM_VOLUME_PROVIDER=ebs", "none, local or pool"}},
+		{name: "render: lease too short", bin: "etcdadm", args: renderArgs("--env", "ETCDADM_VOLUME_LEASE=5s"), code: 2, want: []string{"ETCDADM_VOLUME_LEASE=5s", "at least 10s"}},
+		{name: "render: size not a size", bin: "etcdadm", args: renderArgs("--env", "ETCDADM_VOLUME_SIZE=lots"), code: 2, want: []string{"ETCDADM_VOLUME_SIZE=lots", "8G"}},
+		{name: "render: timeout not a duration", bin: "etcdadm", args: renderArgs("--env", "ETCDADM_JOIN_TIMEOUT=soon"), code: 2, want: []string{"ETCDADM_JOIN_TIMEOUT=soon", "a duration"}},
+		{name: "render: misspelt store parameter", bin: "etcdadm", args: []string{"render", "--variant", "flatcar", "--etcd-version", v, "--binaries", "baked", "--store", "s3://backups/p?endpint=https://minio:9000", "--s3-credentials-file", filepath.Join(root, "none")}, code: 2, want: []string{"endpint", "endpoint, region, path-style, ca-file"}},
+		{name: "misspelt store parameter", bin: "etcdadm", args: []string{"backup", "list", "--store", "s3://backups/p?endpint=https://minio:9000"}, env: creds, code: 2, want: []string{"endpint", "endpoint, region, path-style, ca-file"}},
+		// Issue 26 finding 3: seed checks every field before writing.
+		{name: "seed: bad DNS suffix", bin: "etcdadm", args: []string{"seed", "--store", "file://" + empty, "--members", "3", "--version", v, "--dns-suffix", "has space..x"}, code: 2, want: []string{"has space..x", "a DNS name", "Nothing was written"}},
+		{name: "seed: bad cluster name", bin: "etcdadm", args: []string{"seed", "--store", "file://" + empty, "--members", "3", "--version", v, "--cluster-name", "a b/c"}, code: 2, want: []string{"a b/c", "DNS label", "Nothing was written"}},
+		{name: "seed: unreleased version", bin: "etcdadm", args: []string{"seed", "--store", "file://" + empty, "--members", "3", "--version", "3.6.999"}, code: 2, want: []string{"3.6.999", "not a release this etcdadm knows", "3.6.16", "release push", "Nothing was written"}},
+		{name: "spec set: unreleased version", bin: "etcdadm", args: []string{"spec", "set", "--version", "3.6.999", "--store", url}, code: 2, want: []string{"3.6.999", "Nothing was changed"}},
+		// Issue 26 finding 4: requests that contradict one in force.
+		{name: "restore while paused", bin: "etcdadm", args: []string{"restore", good, "--yes", "--store", paused}, code: 2, want: []string{"paused by alice@bastion", "replacing a disk", "etcdadm resume", "Nothing was changed"}},
+		{name: "restore after a teardown", bin: "etcdadm", args: []string{"restore", good, "--yes", "--store", tornDown}, code: 2, want: []string{"torn down at 2026-11-23T22:00:00Z", "seed --force", "Nothing was changed"}},
+		{name: "restore during a recovery", bin: "etcdadm", args: []string{"restore", good, "--yes", "--store", recovering}, code: 2, want: []string{"recovery from member etcd-a is in progress", "let it finish", "Nothing was changed"}},
+		{name: "teardown while paused", bin: "etcdadm", args: []string{"teardown", "--yes", "--store", paused}, code: 2, want: []string{"paused", "etcdadm resume", "Nothing was changed"}},
+		{name: "restore --cancel with a backup", bin: "etcdadm", args: []string{"restore", "--cancel", good, "--store", url}, code: 2, want: []string{"takes no BACKUP"}},
 		// etcdadm: one row per command not covered above.
 		{name: "completion: unknown shell", bin: "etcdadm", args: []string{"completion", "tcsh"}, code: 2, want: []string{"tcsh", "bash, zsh, fish"}},
 		{name: "status: bad output", bin: "etcdadm", args: []string{"status", "--store", url, "-o", "yaml"}, code: 2, want: []string{"yaml", "table or json"}},
@@ -150,7 +177,7 @@ func TestBadInputMatrix(t *testing.T) {
 		{name: "registrar: bad provider", bin: "etcd-dns-registrar", args: []string{"--store", url, "--root", root, "--name", "a", "--dns-suffix", "x.test", "--provider", "bind"}, code: 2, want: []string{"bind", "hosts or rfc2136"}},
 		{name: "registrar: bad name", bin: "etcd-dns-registrar", args: []string{"--store", url, "--root", root, "--name", "Etcd_A", "--dns-suffix", "x.test"}, code: 2, want: []string{"Etcd_A"}},
 	}
-	stores := []string{dir, strings.TrimPrefix(badSpec, "file://"), strings.TrimPrefix(badSettings, "file://"), strings.TrimPrefix(badCommand, "file://"), readOnly}
+	stores := []string{dir, empty, strings.TrimPrefix(paused, "file://"), strings.TrimPrefix(tornDown, "file://"), strings.TrimPrefix(recovering, "file://"), strings.TrimPrefix(badSpec, "file://"), strings.TrimPrefix(badSettings, "file://"), strings.TrimPrefix(badCommand, "file://"), readOnly}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			var before []string

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
@@ -165,8 +166,10 @@ func TestStatusWithoutEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := recovery.Quorum{Members: []recovery.Answer{{Name: "etcd-a", Answering: true}, {Name: "etcd-b"}, {Name: "etcd-c"}}, Answering: 1, Need: 2, Lost: true, Best: "etcd-a"}
-	if _, err := recovery.RequestRecover(ctxT(t), st, lost, "etcd-a", time.Now()); err != nil {
+	// Written directly: a recovery is refused while a restore waits.
+	now := time.Now().UTC()
+	rec, _ := json.Marshal(recovery.Recover{ID: now.Format("20060102T150405Z"), Member: "etcd-a", At: now, State: recovery.Running})
+	if _, err := store.PutBytes(ctxT(t), st, recovery.RecoverKey, rec, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"resume", "--store", url}, {"teardown", "--yes", "--store", url}} {

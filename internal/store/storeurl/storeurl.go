@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -43,6 +45,9 @@ func Open(ctx context.Context, raw string, getenv func(string) string) (store.St
 		if u.Host != "" && u.Host != "localhost" {
 			return nil, fmt.Errorf("store URL %q: file URLs need three slashes (file:///path)", raw)
 		}
+		if u.RawQuery != "" {
+			return nil, fmt.Errorf("store URL %q: file URLs take no parameters (?%s)", raw, u.RawQuery)
+		}
 		return filestore.New(u.Path)
 	case "s3":
 		return openS3(u, getenv)
@@ -63,6 +68,9 @@ func openS3(u *url.URL, getenv func(string) string) (store.Store, error) {
 		return nil, fmt.Errorf("store URL %s: bucket %q: %w", u.Redacted(), bucket, err)
 	}
 	q := u.Query()
+	if err := checkParams(q); err != nil {
+		return nil, fmt.Errorf("store URL %s: %w", u.Redacted(), err)
+	}
 	endpoint, secure := "s3.amazonaws.com", true
 	if ep := q.Get("endpoint"); ep != "" {
 		eu, err := url.Parse(ep)
@@ -114,6 +122,29 @@ func openS3(u *url.URL, getenv func(string) string) (store.Store, error) {
 	return s3store.New(client, bucket, strings.TrimPrefix(u.Path, "/"), shown.String()), nil
 }
 
+// s3Params are the parameters an s3:// URL takes.
+var s3Params = []string{"endpoint", "region", "path-style", "ca-file"}
+
+// checkParams refuses a parameter Open would not read (a misspelt
+// endpoint would otherwise send the store's requests to AWS) and a
+// parameter given twice.
+func checkParams(q url.Values) error {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(s3Params, k) {
+			return fmt.Errorf("unknown parameter %q: s3:// URLs take %s", k, strings.Join(s3Params, ", "))
+		}
+		if len(q[k]) > 1 {
+			return fmt.Errorf("parameter %q given %d times", k, len(q[k]))
+		}
+	}
+	return nil
+}
+
 func credsFrom(getenv func(string) string) (*credentials.Credentials, error) {
 	if id, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"); id != "" || secret != "" {
 		if id == "" || secret == "" {
@@ -131,5 +162,5 @@ func credsFrom(getenv func(string) string) (*credentials.Credentials, error) {
 		}
 		return credentials.NewFileAWSCredentials(f, profile), nil
 	}
-	return nil, fmt.Errorf("S3 credentials: none found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE (for units: in an EnvironmentFile= readable only by root)")
+	return nil, fmt.Errorf("S3 credentials: none found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_SHARED_CREDENTIALS_FILE (on a master the units load /etc/etcdadm/s3-credentials as a systemd credential, LoadCredential=aws:, and etcdadm run as root reads that file)")
 }
