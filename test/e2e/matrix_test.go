@@ -39,6 +39,7 @@ const shortCerts = "6m"
 // etcd-pki-renew.timer renews them while a client writes, with no failed
 // request and no etcd restart, past the moment the first ones ran out.
 func TestEveryUnitEveryConfig(t *testing.T) {
+	t.Parallel()
 	t.Run("s3-pool-rfc2136-url", func(t *testing.T) {
 		t.Parallel()
 		hosts := bootS3PoolRFC2136URL(t)

@@ -38,6 +38,7 @@ func storeOutage(t *testing.T) time.Duration {
 func TestStoreOutage(t *testing.T) {
 	// Ten minutes of mostly waiting: beside the other parallel tests in
 	// make test rather than after them.
+	t.Parallel()
 	names := []string{"etcd-a", "etcd-b", "etcd-c"}
 	c, _, hosts := newPoolCluster(t, names)
 	all := poolHosts(hosts, names)

@@ -37,6 +37,7 @@ import (
 // the members one at a time while a client writes and watches: nothing
 // acknowledged lost, no watch event missed.
 func TestSysupdatePatch(t *testing.T) {
+	t.Parallel() // mostly waits: it runs beside the other long scenarios
 	from, to := testenv.PreviousPatch(), e2eVersion
 	images := buildSysextImages(t, from, to)
 	etcdFrom, etcdTo := sysext.Etcd(etcdversion.MustParse(from)), sysext.Etcd(etcdversion.MustParse(to))

@@ -54,7 +54,8 @@ type HostOptions struct {
 	// host, e.g. a directory of binaries read-only at /opt/etcdadm/bin.
 	Binds []Bind
 	// Devices are device nodes of the test machine (a losetup'd
-	// /dev/loopN) bound into the host at the same path from boot on.
+	// /dev/loopN) bound into the host from boot on, at the same path or
+	// as "node:path in the host" (what LoopDevices returns).
 	Devices []string
 	// Addr is the host's address in the network's subnet; the zero value
 	// picks the next free one.
@@ -283,9 +284,6 @@ func (h *Host) start(opts HostOptions) error {
 			flag = "--bind-ro="
 		}
 		args = append(args, flag+b.Source+":"+target)
-	}
-	if err := ensureLoopNodes(opts.Devices); err != nil {
-		return err
 	}
 	for _, d := range opts.Devices {
 		args = append(args, "--bind="+d)

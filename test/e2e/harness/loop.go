@@ -3,8 +3,11 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
+	"math/bits"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,37 +19,44 @@ import (
 // a node for.
 const loopRange = 64
 
-// LoopDevices makes sure the test machine has /dev/loop0 to
-// /dev/loop63, at least free of them unused, and returns /dev/loop-control
-// and those nodes, for HostOptions.Devices: losetup and systemd-sysext
-// inside a host allocate through loop-control, but a host's /dev is its own
-// and gets no node for a loop device created after it booted. The range is
-// fixed because a detached device is removed (systemd-sysext and
-// 'losetup -d' remove it) and LOOP_CTL_GET_FREE then hands out the lowest
-// free index, removed or not: within the range, every index a host is
-// handed has its node. Loop devices are global, so hosts see each other's
-// attachments, as hosts sharing a SAN would.
+// loopNodeDir holds the test machine's own nodes for loop devices, made
+// once and never removed: detaching a loop device (systemd-sysext and
+// 'losetup -d' do) removes its /dev/loopN, and a test booting a host
+// beside one that just detached would bind a node that is gone.
+const loopNodeDir = "/dev/etcdadm-e2e-loop"
+
+// LoopDevices makes sure the test machine has at least free of
+// /dev/loop0 to /dev/loop63 unused and returns what HostOptions.Devices
+// takes to give a host /dev/loop-control and a node for each of those 64:
+// losetup and systemd-sysext inside a host allocate through loop-control,
+// but a host's /dev is its own and gets no node for a loop device created
+// after it booted. The nodes are bound from loopNodeDir (block devices on
+// the test machine's devtmpfs, which the kernel does not remove when a
+// device goes), so whatever index LOOP_CTL_GET_FREE hands a host has its
+// node, however the other tests attach and detach. Loop devices are
+// global, so hosts see each other's attachments, as hosts sharing a SAN
+// would.
 func LoopDevices(t testing.TB, free int) []string {
 	t.Helper()
-	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
+	shift, err := loopPartShift()
 	if err != nil {
 		t.Fatalf("harness: loop devices: %v (is the loop module loaded? modprobe loop)", err)
 	}
-	defer ctl.Close()
+	if err := os.MkdirAll(loopNodeDir, 0o700); err != nil {
+		t.Fatalf("harness: loop devices: %v", err)
+	}
 	devs := []string{"/dev/loop-control"}
 	unused := 0
 	for i := 0; i < loopRange; i++ {
-		dev := "/dev/loop" + strconv.Itoa(i)
-		if _, err := os.Stat(dev); os.IsNotExist(err) {
-			if err := unix.IoctlSetInt(int(ctl.Fd()), unix.LOOP_CTL_ADD, i); err != nil && err != unix.EEXIST {
-				t.Fatalf("harness: loop devices: LOOP_CTL_ADD %d: %v", i, err)
-			}
+		node := filepath.Join(loopNodeDir, "loop"+strconv.Itoa(i))
+		if err := blockNode(node, unix.Mkdev(7, uint32(i)<<shift)); err != nil {
+			t.Fatalf("harness: loop devices: %v", err)
 		}
 		// A loop device in use has a backing file.
 		if _, err := os.Stat(fmt.Sprintf("/sys/block/loop%d/loop/backing_file", i)); os.IsNotExist(err) {
 			unused++
 		}
-		devs = append(devs, dev)
+		devs = append(devs, node+":/dev/loop"+strconv.Itoa(i))
 	}
 	if unused < free {
 		t.Fatalf("harness: loop devices: %d of /dev/loop0-%d unused, want %d (losetup -a lists what holds them)", unused, loopRange-1, free)
@@ -54,30 +64,33 @@ func LoopDevices(t testing.TB, free int) []string {
 	return devs
 }
 
-// ensureLoopNodes adds back the loop devices of devs (as LoopDevices
-// returned them) that were removed since: another test on this machine
-// that detached one removed it, and nspawn refuses to bind a node that
-// is gone.
-func ensureLoopNodes(devs []string) error {
-	var ctl *os.File
-	for _, dev := range devs {
-		n, ok := strings.CutPrefix(dev, "/dev/loop")
-		i, err := strconv.Atoi(n)
-		if !ok || err != nil {
-			continue
-		}
-		if _, err := os.Stat(dev); !os.IsNotExist(err) {
-			continue
-		}
-		if ctl == nil {
-			if ctl, err = os.OpenFile("/dev/loop-control", os.O_RDWR, 0); err != nil {
-				return fmt.Errorf("loop devices: %w", err)
-			}
-			defer ctl.Close()
-		}
-		if err := unix.IoctlSetInt(int(ctl.Fd()), unix.LOOP_CTL_ADD, i); err != nil && err != unix.EEXIST {
-			return fmt.Errorf("loop devices: LOOP_CTL_ADD %d: %w", i, err)
-		}
+// loopPartShift is how far the loop driver shifts a device's index into
+// its minor number: 0 unless the module was loaded with max_part.
+func loopPartShift() (int, error) {
+	b, err := os.ReadFile("/sys/module/loop/parameters/max_part")
+	if err != nil {
+		return 0, err
+	}
+	maxPart, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || maxPart <= 0 {
+		return 0, err
+	}
+	return bits.Len(uint(maxPart)), nil
+}
+
+// blockNode makes path a block device node for dev, or checks that it is
+// one already (tests running side by side make the same nodes).
+func blockNode(path string, dev uint64) error {
+	err := unix.Mknod(path, unix.S_IFBLK|0o600, int(dev))
+	if err == nil || !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != dev {
+		return fmt.Errorf("%s is not the block device %d:%d (remove it; the harness makes it again)", path, unix.Major(dev), unix.Minor(dev))
 	}
 	return nil
 }
