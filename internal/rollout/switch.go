@@ -111,17 +111,53 @@ func (w *switcher) complete(ctx context.Context, prev, next etcdversion.Version,
 		return w.clearInFlight()
 	}
 	reason := err.Error()
+	if why := w.cannotGoBack(ctx, prev, next); why != "" {
+		// etcd refuses to run a binary older than the cluster version: a
+		// rollback would take the member down for good. Keep next.
+		w.log.Error("NOT rolling back: the member failed at the new version, but the old one cannot run here", "version", next.String(), "err", err, "why", why)
+		reason = fmt.Sprintf("%s; kept %s: %s; fix the cause (journalctl -u etcd), then 'systemctl restart etcd' and 'etcdadm upgrade --to %s' finish the rollout", reason, next, why, next)
+		return w.stop(ctx, next, reason, fmt.Sprintf("%s failed at %s and stays there: %s", w.me, next, reason))
+	}
 	w.log.Error("ROLLING BACK: the member did not come up at the new version", "version", next.String(), "err", err)
 	w.status(fmt.Sprintf("rolling %s back to %s: %s", w.me, prev, reason))
 	if rerr := w.run(ctx, prev, true); rerr != nil {
-		return fmt.Errorf("rollout: %s failed at %s (%s) and ALSO failed back at %s: %w; see journalctl -u etcd", w.me, next, reason, prev, rerr)
+		reason = fmt.Sprintf("%s, and ALSO failed back at %s: %v; the member is down: see journalctl -u etcd", reason, prev, rerr)
+		return w.stop(ctx, next, reason, fmt.Sprintf("%s failed at %s: %s", w.me, next, reason))
 	}
+	return w.stop(ctx, next, reason, fmt.Sprintf("%s failed at %s and runs %s again: %s", w.me, next, prev, reason))
+}
+
+// cannotGoBack says why this member cannot run prev again after failing
+// at next, "" when it can: etcd refuses to start a binary whose minor is
+// below the cluster version, which moves up once the last member runs the
+// new minor. A cluster version no member tells is taken as moved when
+// the step raises the minor: keeping the new binary is safe, a refused
+// old one is not.
+func (w *switcher) cannotGoBack(ctx context.Context, prev, next etcdversion.Version) string {
+	if next.MinorString() == prev.MinorString() || etcdversion.Compare(next, prev) < 0 {
+		return ""
+	}
+	cs, err := observe(ctx, w.s)
+	cv, perr := etcdversion.Parse(cs.ClusterVersion)
+	if err != nil || perr != nil {
+		return fmt.Sprintf("no member tells the cluster version, and etcd %s cannot run a cluster already at %s", prev, next.MinorString())
+	}
+	if etcdversion.Compare(etcdversion.Version{Major: cv.Major, Minor: cv.Minor}, etcdversion.Version{Major: prev.Major, Minor: prev.Minor}) > 0 {
+		return fmt.Sprintf("the cluster version is %s already, and etcd refuses to run %s below it", cv.MinorString(), prev)
+	}
+	return ""
+}
+
+// stop ends this member's switch and the rollout: the in-flight record
+// goes (no later run repeats the switch), the rollout is marked Failed
+// with the member, the version and the reason, and the switcher stops.
+func (w *switcher) stop(ctx context.Context, next etcdversion.Version, reason, status string) error {
 	if err := w.clearInFlight(); err != nil {
 		return err
 	}
-	rec, etag, lerr := Load(ctx, w.d.Store)
-	if lerr != nil {
-		return lerr
+	rec, etag, err := Load(ctx, w.d.Store)
+	if err != nil {
+		return err
 	}
 	if rec != nil {
 		rec.State = Failed
@@ -130,8 +166,8 @@ func (w *switcher) complete(ctx context.Context, prev, next etcdversion.Version,
 			return err
 		}
 	}
-	w.status(fmt.Sprintf("rollout STOPPED: %s failed at %s and runs %s again: %s", w.me, next, prev, reason))
-	return fmt.Errorf("%w: %s failed at %s: %s (rolled back to %s)", ErrStopped, w.me, next, reason, prev)
+	w.status("rollout STOPPED: " + status)
+	return fmt.Errorf("%w: %s", ErrStopped, status)
 }
 
 // run points current at v, rewrites etcd.env for it, (re)starts etcd and

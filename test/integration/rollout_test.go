@@ -24,6 +24,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
+	"github.com/etcdadm/etcdadm-immutable/internal/service"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
@@ -130,6 +131,128 @@ func TestRolloutFailedMemberRollsBack(t *testing.T) {
 		t.Fatalf("after abort: %+v", rec)
 	}
 	w.finish(t, cli)
+}
+
+// TestRolloutKeepsNewMinorOnceClusterMoved: the member switched last
+// (the leader at the start) comes up at 3.6, the cluster version moves to
+// 3.6, and then it fails its readiness check (its etcd dies). etcd 3.5
+// refuses a cluster at 3.6, so the switcher keeps 3.6, marks the rollout
+// Failed saying why, and leaves no switch for the next run to repeat;
+// once etcd is started again the member serves at 3.6.
+func TestRolloutKeepsNewMinorOnceClusterMoved(t *testing.T) {
+	all := testenv.EtcdVersions()
+	from, to := all[0], all[1]
+	st := newCluster(t, 3, from)
+	hosts := newHosts(t, st, from, to)
+	joinAll(t, hosts)
+	cli := clientFor(t, hosts[0], hosts...)
+	w := startWriter(cli)
+	if _, err := rollout.Declare(ctxT(t), st, etcdversion.MustParse(to), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var died sync.Map // name → true for the member whose etcd died
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			deps := h.Deps()
+			deps.Service = &diesLast{Manager: h.Runner, t: t, me: h, hosts: hosts, to: to, cli: cli, died: &died}
+			cfg := rollout.Config{Member: h.Cfg, Timeout: 4 * time.Minute, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
+			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: deps})
+		}()
+	}
+	wg.Wait()
+	var last *host
+	for _, h := range hosts {
+		if _, ok := died.Load(h.Name); ok {
+			last = h
+		}
+	}
+	if last == nil {
+		t.Fatalf("no member's etcd was made to die after the cluster version moved (errors %v)", errs)
+	}
+	// The others may have seen every member at the new version in the
+	// moment before it died, and ended with the rollout done.
+	for i, err := range errs {
+		if hosts[i] == last && !errors.Is(err, rollout.ErrStopped) || err != nil && !errors.Is(err, rollout.ErrStopped) {
+			t.Fatalf("%s: switcher ended with %v, want the rollout stopped", hosts[i].Name, err)
+		}
+	}
+	rec, _, err := rollout.Load(ctxT(t), st)
+	if err != nil || rec.State != rollout.Failed || rec.Failed == nil || rec.Failed.Member != last.Name || rec.Failed.Version != to ||
+		!strings.Contains(rec.Failed.Reason, "cluster version is 3.6") || !strings.Contains(rec.Failed.Reason, "kept "+to) {
+		t.Fatalf("record %+v (failure %+v), %v: want %s failed at %s, kept because of the cluster version", rec, rec.Failed, err, last.Name, to)
+	}
+	if _, err := os.Stat(filepath.Join(last.Cfg.Root, "switch.json")); !os.IsNotExist(err) {
+		t.Fatalf("%s: switch.json still there (%v): every run would repeat the switch", last.Name, err)
+	}
+	if target, err := os.Readlink(filepath.Join(last.Cfg.Root, "opt/etcd/current")); err != nil || !strings.Contains(target, to) {
+		t.Fatalf("%s: /opt/etcd/current → %q (%v), want %s kept", last.Name, target, err, to)
+	}
+	// A second run changes nothing: the rollout stays stopped.
+	for i, err := range runSwitchers(t, hosts) {
+		if !errors.Is(err, rollout.ErrStopped) {
+			t.Fatalf("%s: second run ended with %v, want the rollout still stopped", hosts[i].Name, err)
+		}
+	}
+	// The operator starts etcd again: the member serves at the new minor.
+	if err := last.Runner.Start(ctxT(t), true); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		if s, err := cli.Status(ctxT(t), last.ClientURL()); err == nil && s.Version == to {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%s: not serving at %s a minute after etcd was started again: %v %v", last.Name, to, s, err)
+		}
+	}
+	assertVersions(t, cli, hosts, to)
+	w.finish(t, cli)
+}
+
+// diesLast starts etcd as the host's runner does; on the start that makes
+// its member the last at the new version, it waits for the cluster
+// version to move to that minor and then kills etcd, as a bad disk would.
+type diesLast struct {
+	service.Manager
+	t     *testing.T
+	me    *host
+	hosts []*host
+	to    string
+	cli   *clientv3.Client
+	died  *sync.Map
+}
+
+func (d *diesLast) Start(ctx context.Context, restart bool) error {
+	if err := d.Manager.Start(ctx, restart); err != nil {
+		return err
+	}
+	if _, ok := d.died.Load(d.me.Name); ok {
+		return nil
+	}
+	minor := etcdversion.MustParse(d.to).MinorString() + ".0"
+	var other *host
+	for _, h := range d.hosts {
+		if h == d.me {
+			continue
+		}
+		if s, err := d.cli.Status(ctx, h.ClientURL()); err != nil || s.Version != d.to {
+			return nil // another member is not at the new version: not the last
+		}
+		other = h
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if cv, err := rollout.ClusterVersion(ctx, tlsOf(d.t, d.me), other.ClientURL()); err == nil && cv == minor {
+			d.died.Store(d.me.Name, true)
+			return d.Manager.Stop(ctx)
+		}
+	}
+	d.t.Errorf("%s: the cluster version did not become %s within 30 s of the last member starting at %s", d.me.Name, minor, d.to)
+	return nil
 }
 
 // TestUpgradeRefusalsChangeNothing: every refused plan leaves the store
@@ -301,14 +424,25 @@ func runSwitchers(t *testing.T, hosts []*host) []error {
 
 func assertVersions(t *testing.T, cli *clientv3.Client, hosts []*host, want string) {
 	t.Helper()
+	storage := etcdversion.MustParse(want).MinorString() + ".0"
 	for _, h := range hosts {
 		s, err := cli.Status(ctxT(t), h.ClientURL())
 		if err != nil || s.Version != want {
 			t.Fatalf("%s: runs %v (err %v), want %s", h.Name, s, err, want)
 		}
-		// 3.5 reports no storage version; 3.6+ must have moved with the rollout.
-		if s.StorageVersion != "" && s.StorageVersion != etcdversion.MustParse(want).MinorString()+".0" {
-			t.Fatalf("%s: storage version %s after the rollout to %s", h.Name, s.StorageVersion, want)
+		// 3.5 reports no storage version; 3.6+ must move with the rollout.
+		// A member moves its own at its version monitor's next tick (every
+		// 4 s), so a member just restarted (a rollback's) reports the
+		// schema its data was written with for a few seconds: it gets
+		// five ticks.
+		for deadline := time.Now().Add(20 * time.Second); s.StorageVersion != "" && s.StorageVersion != storage; {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: storage version %s 20 s after the rollout to %s", h.Name, s.StorageVersion, want)
+			}
+			time.Sleep(500 * time.Millisecond)
+			if s, err = cli.Status(ctxT(t), h.ClientURL()); err != nil {
+				t.Fatalf("%s: %v", h.Name, err)
+			}
 		}
 	}
 	cv, err := rollout.ClusterVersion(ctxT(t), tlsOf(t, hosts[0]), hosts[0].ClientURL())
