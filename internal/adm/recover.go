@@ -144,18 +144,29 @@ func recoverCommand() *cli.Command {
 		Usage: "rebuild a cluster that lost its majority from one surviving member (loses nothing that member had)",
 		Description: `For a cluster whose majority is gone for good (hosts and disks lost).
 'etcdadm status --store ...' says when that is, and which member has the most
-of the log. Refused while a majority answers.
+of the log. Refused while a majority answers or a member reports a leader.
 
 The named member's host (at its next etcd-member-join run, or 'systemctl
-start etcd-member-join') keeps a copy of its data, restarts it as the only
-member (etcd's --force-new-cluster: its data, the same cluster ID), then
-normally. Every other host moves its stale data aside (kept) and member join
-adds it back as a new member, one learner at a time, up to the spec's count.
+start etcd-member-join') first watches from where it stands, for five election
+timeouts, that no member it reaches has a leader and no majority answers: what
+this machine sees may not be what the hosts see (a VPN that hides two members).
+If one does, the host refuses the request and 'etcdadm status' says why;
+another host whose member sees a leader refuses it too. Otherwise it keeps a
+copy of its data, restarts the member as the only one (etcd's
+--force-new-cluster, for exactly one start: its data, the same cluster ID),
+then normally. Every other host then moves its data from before the recovery
+aside (kept), also one that comes back later, and member join adds it back as
+a new member, one learner at a time, up to the spec's count.
+
+A request the survivor has not begun within --within expires; 'etcdadm recover
+--cancel' withdraws it before then.
 
 The other way out, 'etcdadm restore latest', loses what was written after the
 last backup; this loses only what the named member had not received.`,
 		Flags: append([]cli.Flag{cliflags.Store(),
-			&cli.StringFlag{Name: "from-member", Required: true, Usage: "the surviving member to rebuild from"},
+			&cli.StringFlag{Name: "from-member", Usage: "the surviving member to rebuild from (required unless --cancel)"},
+			&cli.DurationFlag{Name: "within", Value: recovery.DefaultRecoverWithin, Usage: "the survivor's host must begin within this, or the request expires (the verdict grows stale)"},
+			&cli.BoolFlag{Name: "cancel", Usage: "withdraw the running recovery request (refused once the survivor's host has begun)"},
 			&cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation (scripts)"},
 		}, etcdclient.Flags("")...),
 		Action: func(c *cli.Context) error {
@@ -163,21 +174,36 @@ last backup; this loses only what the named member had not received.`,
 			if err != nil {
 				return err
 			}
+			w := c.App.Writer
+			if c.Bool("cancel") {
+				r, err := recovery.CancelRecover(c.Context, st)
+				if err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
+				if r == nil {
+					fmt.Fprintln(w, "no recovery is running: nothing to withdraw")
+					return nil
+				}
+				fmt.Fprintf(w, "recovery %s from %s withdrawn: no host had begun it\n", r.ID, r.Member)
+				return nil
+			}
+			name := c.String("from-member")
+			if name == "" {
+				return cli.Exit("recover: --from-member is required: the surviving member to rebuild from ('etcdadm status --store URL' names the one with the most of the log)", 2)
+			}
 			q, err := probeQuorum(c, st)
 			if err != nil {
 				return err
 			}
-			name := c.String("from-member")
-			w := c.App.Writer
 			fmt.Fprintf(w, "%d of %d members answer. The cluster will be rebuilt from %s; the others' data is moved aside.\n", q.Answering, len(q.Members), name)
 			if err := confirm(c, "recover"); err != nil {
 				return err
 			}
-			r, err := recovery.RequestRecover(c.Context, st, q, name, time.Now())
+			r, err := recovery.RequestRecover(c.Context, st, q, name, time.Now(), c.Duration("within"))
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("%v\nNothing was changed.", err), 2)
 			}
-			fmt.Fprintf(w, "recovery %s requested: %s restarts alone at its host's next etcd-member-join run ('systemctl start etcd-member-join' there to act now), then the other hosts join it\n", r.ID, r.Member)
+			fmt.Fprintf(w, "recovery %s requested: %s's host confirms the majority is lost and restarts it alone at its next etcd-member-join run ('systemctl start etcd-member-join' there to act now), by %s or not at all; then the other hosts join it\n", r.ID, r.Member, r.Expires.Format(time.RFC3339))
 			return nil
 		},
 	}
@@ -221,6 +247,10 @@ func printQuorumLoss(c *cli.Context, w io.Writer, st store.Store, r status.Repor
 	}
 	if !q.Lost {
 		fmt.Fprintf(w, "quorum: held (%d of %d answer: %s)\n", q.Answering, len(q.Members), listOrNone(up))
+		return
+	}
+	if q.Leader != "" {
+		fmt.Fprintf(w, "quorum: held as the members see it (%s is their leader), though only %d of %d answer from here (%s): a network between here and the hosts, not a lost majority\n", q.Leader, q.Answering, len(q.Members), listOrNone(up))
 		return
 	}
 	fmt.Fprintf(w, "\nQUORUM LOST: %d of %d members answer (%s), %d needed; down: %s\n", q.Answering, len(q.Members), listOrNone(up), q.Need, listOrNone(down))

@@ -194,8 +194,8 @@ func printControl(w io.Writer, c status.Control) {
 	if t := c.Teardown; t != nil {
 		fmt.Fprintf(w, "TORN DOWN at %s: each host stops etcd and moves its data aside at its next etcd-member-join run%s; 'etcdadm seed --force' declares a new cluster\n", t.At.UTC().Format(time.RFC3339), waits)
 	}
-	if rc := c.Recover; rc != nil && rc.State == recovery.Running {
-		fmt.Fprintf(w, "RECOVERY %s from %s requested at %s: %s's host restarts it alone at its next etcd-member-join run, then the other hosts join it%s\n", rc.ID, rc.Member, rc.At.UTC().Format(time.RFC3339), rc.Member, waits)
+	if rc := c.Recover; rc != nil {
+		recoverLine(w, *rc, waits)
 	}
 	if p := c.PendingRestore; p != nil && (c.Restore == nil || c.Restore.Command != p.ID) {
 		fmt.Fprintf(w, "RESTORE %s requested at %s: backup %s; no host has taken it up yet: each master's etcd-member-join does at its next run ('systemctl start etcd-member-join' to act now)%s\n", p.ID, p.Requested.Format(time.RFC3339), p.Backup, waits)
@@ -356,4 +356,20 @@ func printCerts(w io.Writer, certs map[string]time.Time) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", n, certs[n].UTC().Format(time.RFC3339), in)
 	}
 	tw.Flush()
+}
+
+// recoverLine says where a recovery request stands; a finished one is
+// history and says nothing.
+func recoverLine(w io.Writer, rc recovery.Recover, waits string) {
+	at := rc.At.UTC().Format(time.RFC3339)
+	switch {
+	case rc.Expired(time.Now()):
+		fmt.Fprintf(w, "RECOVERY %s from %s EXPIRED unbegun at %s: no host acts on it; look again ('etcdadm status') and ask again if the majority is still lost\n", rc.ID, rc.Member, rc.Expires.UTC().Format(time.RFC3339))
+	case rc.State == recovery.Running && !rc.Begun.IsZero():
+		fmt.Fprintf(w, "RECOVERY %s from %s BEGUN at %s: %s runs alone, then the other hosts join it%s\n", rc.ID, rc.Member, rc.Begun.UTC().Format(time.RFC3339), rc.Member, waits)
+	case rc.State == recovery.Running:
+		fmt.Fprintf(w, "RECOVERY %s from %s requested at %s: %s's host confirms the majority is lost and restarts it alone at its next etcd-member-join run, by %s; then the other hosts join it ('etcdadm recover --cancel' withdraws it)%s\n", rc.ID, rc.Member, at, rc.Member, rc.Expires.UTC().Format(time.RFC3339), waits)
+	case rc.State == recovery.Refused:
+		fmt.Fprintf(w, "RECOVERY %s from %s REFUSED: %s; nothing was changed\n", rc.ID, rc.Member, rc.Reason)
+	}
 }

@@ -35,6 +35,9 @@ const (
 	RotationKey = "etcdadm/pki/rotation.json"
 	// NextKeyKey holds the new CA's key during the trust phase.
 	NextKeyKey = "etcdadm/pki/ca.next.key"
+	// retiredKeyPrefix keeps each CA key a rotation replaced, by the CA's
+	// common name (which carries its key ID).
+	retiredKeyPrefix = "etcdadm/pki/retired/"
 )
 
 // Phase of a CA rotation.
@@ -255,6 +258,11 @@ func all(done, members []string) bool {
 	return len(members) > 0
 }
 
+// RetiredKeyKey is where a rotation keeps the key of the CA named cn.
+func RetiredKeyKey(cn string) string {
+	return retiredKeyPrefix + strings.NewReplacer("/", "_", " ", "_").Replace(cn) + ".key"
+}
+
 // advance does what ends rec's phase in the store and moves rec on. Each
 // write is idempotent, so a crash before the record is saved repeats it.
 func advance(ctx context.Context, st store.Store, rec *Rotation) error {
@@ -270,6 +278,15 @@ func advance(ctx context.Context, st store.Store, rec *Rotation) error {
 		}
 		if err != nil {
 			return fmt.Errorf("pki: rotate: read %s: %w", NextKeyKey, err)
+		}
+		// The old key is kept aside first (never deleted): what it signed
+		// can be inspected, and a rotation gone wrong undone by hand.
+		old, _, err := store.GetBytes(ctx, st, CAKeyKey, maxObject)
+		if err != nil {
+			return fmt.Errorf("pki: rotate: read %s: %w", CAKeyKey, err)
+		}
+		if _, err := store.PutBytes(ctx, st, RetiredKeyKey(rec.OldCA), old, store.PutOptions{IfNoneMatch: true}); err != nil && !errors.Is(err, store.ErrPrecondition) {
+			return fmt.Errorf("pki: rotate: keep the old key as %s: %w", RetiredKeyKey(rec.OldCA), err)
 		}
 		if _, err := store.PutBytes(ctx, st, CAKeyKey, b, store.PutOptions{}); err != nil {
 			return fmt.Errorf("pki: rotate: write %s: %w", CAKeyKey, err)

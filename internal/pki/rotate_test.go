@@ -36,6 +36,7 @@ func TestRotationPhases(t *testing.T) {
 	if len(ca.Bundle) != 2 || !bytes.Equal(ca.Cert.Raw, old.Cert.Raw) {
 		t.Fatalf("trust phase: bundle of %d, signer %s; want both CAs, the old one signing", len(ca.Bundle), ca.Cert.Subject)
 	}
+	oldKey := storeBytes(t, st, CAKeyKey)
 	before := storeBytes(t, st, CACertKey)
 	if _, err := StartRotation(ctx, st, InitOptions{}, now); !errors.Is(err, ErrRotationActive) {
 		t.Fatalf("second start: %v", err)
@@ -63,6 +64,9 @@ func TestRotationPhases(t *testing.T) {
 	}
 	if _, err := st.Stat(ctx, NextKeyKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the next key is still in the store beside ca.key: %v", err)
+	}
+	if kept := storeBytes(t, st, RetiredKeyKey(r.OldCA)); !bytes.Equal(kept, oldKey) {
+		t.Fatal("the old CA key is not kept aside after the new one took over ca.key")
 	}
 	if ok, err := ca.IssuedPEM(oldClient); err != nil || !ok {
 		t.Fatalf("the old client certificate is no longer trusted after the trust phase: %v", err)

@@ -27,7 +27,7 @@ const (
 // on nothing while the automation is paused, on a teardown before
 // anything else, on a recovery before a restore. One read of each
 // control object, before anything is written.
-func checkRequest(ctx context.Context, st store.Store, kind string) error {
+func checkRequest(ctx context.Context, st store.Store, kind string, now time.Time) error {
 	p, err := pause.Get(ctx, st)
 	if err != nil {
 		return err
@@ -47,7 +47,7 @@ func checkRequest(ctx context.Context, st store.Store, kind string) error {
 		if err != nil {
 			return err
 		}
-		if r != nil && r.State == Running {
+		if r != nil && r.State == Running && !r.Expired(now) {
 			return fmt.Errorf("%w: a recovery from member %s is in progress (%s, asked for at %s), and the hosts act on it before any restore; let it finish ('etcdadm status --store URL' shows it), then restore", ErrContradicts, r.Member, r.ID, r.At.UTC().Format(time.RFC3339))
 		}
 	}

@@ -52,7 +52,7 @@ func TestRequestsThatContradict(t *testing.T) {
 	}
 	for name, err := range map[string]error{
 		"restore":  func() error { _, _, err := Request(ctx, st, "latest", now); return err }(),
-		"recover":  func() error { _, err := RequestRecover(ctx, st, lost, "etcd-a", now); return err }(),
+		"recover":  func() error { _, err := RequestRecover(ctx, st, lost, "etcd-a", now, DefaultRecoverWithin); return err }(),
 		"teardown": RequestTeardown(ctx, st, now),
 	} {
 		if !errors.Is(err, ErrContradicts) || !strings.Contains(err.Error(), "replacing a disk") || !strings.Contains(err.Error(), "'etcdadm resume' first") {
@@ -72,7 +72,7 @@ func TestRequestsThatContradict(t *testing.T) {
 	}
 
 	st = seededStore(t)
-	if _, err := RequestRecover(ctx, st, lost, "etcd-a", now); err != nil {
+	if _, err := RequestRecover(ctx, st, lost, "etcd-a", now, DefaultRecoverWithin); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := Request(ctx, st, "latest", now); !errors.Is(err, ErrContradicts) || !strings.Contains(err.Error(), "recovery from member etcd-a is in progress") {
@@ -81,7 +81,7 @@ func TestRequestsThatContradict(t *testing.T) {
 
 	st = seededStore(t)
 	pendingRestore(t, st, now)
-	if _, err := RequestRecover(ctx, st, lost, "etcd-a", now); !errors.Is(err, ErrContradicts) || !strings.Contains(err.Error(), "etcdadm restore --cancel") {
+	if _, err := RequestRecover(ctx, st, lost, "etcd-a", now, DefaultRecoverWithin); !errors.Is(err, ErrContradicts) || !strings.Contains(err.Error(), "etcdadm restore --cancel") {
 		t.Errorf("recover while a restore is pending: %v", err)
 	}
 	if _, err := LoadRecover(ctx, st); err != nil {
@@ -134,7 +134,7 @@ func TestCancel(t *testing.T) {
 // members, not with a dump of Go structs.
 func TestRecoverUnknownMember(t *testing.T) {
 	lost := Quorum{Members: []Answer{{Name: "etcd-a", Answering: true}, {Name: "etcd-b"}, {Name: "etcd-c"}}, Answering: 1, Need: 2, Lost: true, Best: "etcd-a"}
-	_, err := RequestRecover(t.Context(), seededStore(t), lost, "zz", time.Now())
+	_, err := RequestRecover(t.Context(), seededStore(t), lost, "zz", time.Now(), DefaultRecoverWithin)
 	if err == nil || !strings.Contains(err.Error(), "the members are etcd-a, etcd-b, etcd-c (etcd-a has the most of the log)") || strings.Contains(err.Error(), "{") {
 		t.Errorf("recover --from-member zz: %v", err)
 	}

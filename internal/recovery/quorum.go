@@ -30,6 +30,9 @@ type Quorum struct {
 	// Best is the answering member with the most of the log: the one to
 	// recover from (it loses the least).
 	Best string `json:"best,omitempty"`
+	// Leader is the member an answering member reports as its leader:
+	// then the majority is not lost, whatever else does not answer.
+	Leader string `json:"leader,omitempty"`
 }
 
 // ProbeQuorum asks each endpoint for its status (which needs no quorum)
@@ -41,6 +44,7 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 		return q, errors.New("the store's peer registry lists no member: no host ran etcd-member-join against this store (check --store)")
 	}
 	answers := map[string]uint64{}
+	leaders := map[uint64]bool{}
 	var best *clientv3.Client
 	var bestIdx uint64
 	var lastErr error
@@ -60,6 +64,8 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 		cancel()
 		if err != nil {
 			lastErr = fmt.Errorf("%s: %w", ep, err)
+		} else if st.Leader != 0 {
+			leaders[st.Leader] = true
 		}
 		if err != nil || (best != nil && st.RaftIndex <= bestIdx) {
 			c.Close()
@@ -89,6 +95,9 @@ func ProbeQuorum(ctx context.Context, endpoints []string, dial func(ep string) (
 			continue
 		}
 		a := Answer{Name: m.Name}
+		if leaders[m.ID] {
+			q.Leader = m.Name
+		}
 		if len(m.ClientURLs) > 0 {
 			a.ClientURL = m.ClientURLs[0]
 			a.RaftIndex, a.Answering = answers[a.ClientURL]

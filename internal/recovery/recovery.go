@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -108,7 +109,7 @@ func FindPending(ctx context.Context, st store.Store) (*Pending, error) {
 // is missing, corrupt, or from a newer etcd minor than the cluster runs
 // is refused, and nothing is written.
 func Request(ctx context.Context, st store.Store, name string, now time.Time) (Pending, backup.Report, error) {
-	if err := checkRequest(ctx, st, kindRestore); err != nil {
+	if err := checkRequest(ctx, st, kindRestore, now); err != nil {
 		return Pending{}, backup.Report{}, err
 	}
 	cl, err := clusterspec.Load(ctx, st)
@@ -139,10 +140,56 @@ func Request(ctx context.Context, st store.Store, name string, now time.Time) (P
 		return Pending{}, rep, err
 	}
 	key := etcdmanager.CommandKey(now)
+	if err := takeRequestSlot(ctx, st, etcdmanager.CommandID(key), now); err != nil {
+		return Pending{}, rep, err
+	}
 	if _, err := store.PutBytes(ctx, st, key, b, store.PutOptions{IfNoneMatch: true}); err != nil {
 		return Pending{}, rep, fmt.Errorf("recovery: write %s: %w", key, err)
 	}
 	return Pending{Key: key, ID: etcdmanager.CommandID(key), Command: c}, rep, nil
+}
+
+// requestSlotKey names the restore command requested last. Commands live
+// under their own timestamped keys (etcd-manager's layout), so two
+// requesters would both write one; each first swaps this one object from
+// the command it names (no longer pending) to its own, and only one swap
+// of the same version succeeds.
+const requestSlotKey = "etcdadm/restore-request.json"
+
+func takeRequestSlot(ctx context.Context, st store.Store, id string, now time.Time) error {
+	var cur struct {
+		ID string    `json:"id"`
+		At time.Time `json:"at"`
+	}
+	etag, err := store.GetJSON(ctx, st, requestSlotKey, &cur)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	if err == nil {
+		p, err := FindPending(ctx, st)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			return fmt.Errorf("%w (%s, backup %s): wait for it, or withdraw it with 'etcdadm restore --cancel' if no host has begun", ErrPending, p.ID, p.Command.Backup)
+		}
+		// Named but not written yet: another requester is between the
+		// two writes (or crashed there, which a minute settles).
+		_, serr := st.Stat(ctx, etcdmanager.ControlPrefix+cur.ID+"/"+etcdmanager.CommandFile)
+		if errors.Is(serr, store.ErrNotFound) && now.Sub(cur.At) < time.Minute {
+			return fmt.Errorf("%w: another restore (%s) is being requested right now; 'etcdadm status' shows it in a moment", ErrPending, cur.ID)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"id": id, "at": now.UTC()})
+	if err != nil {
+		return err
+	}
+	if _, err := store.PutBytes(ctx, st, requestSlotKey, b, store.PutOptions{IfMatch: etag, IfNoneMatch: etag == ""}); errors.Is(err, store.ErrPrecondition) {
+		return fmt.Errorf("%w: another restore was requested at the same moment; 'etcdadm status' shows it", ErrPending)
+	} else if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	return nil
 }
 
 // Load reads our record of a command; nil when there is none yet.

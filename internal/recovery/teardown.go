@@ -35,7 +35,7 @@ func TeardownUnits() []string {
 // RequestTeardown marks the store torn down. Backups, the PKI, the spec
 // and the peer registry stay.
 func RequestTeardown(ctx context.Context, st store.Store, now time.Time) error {
-	if err := checkRequest(ctx, st, kindTeardown); err != nil {
+	if err := checkRequest(ctx, st, kindTeardown, now); err != nil {
 		return err
 	}
 	b, err := json.Marshal(Teardown{At: now.UTC()})
@@ -90,6 +90,12 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 		if err := stop(ctx, u); err != nil && !NotLoaded(err) {
 			errs = append(errs, fmt.Errorf("stop %s: %w", u, err))
 		}
+	}
+	if len(errs) > 0 {
+		// etcd (or a unit that starts it) may still run on the data: never
+		// move a live member's data away under it. The next run tries again.
+		log.Error("the cluster was torn down, but stopping this host's units failed: its data stays in place until they stop", "err", errors.Join(errs...))
+		return true, fmt.Errorf("teardown: %w; the data is left in place: stop them by hand (systemctl stop %s) or let the next etcd-member-join run try again", errors.Join(errs...), strings.Join(TeardownUnits(), " "))
 	}
 	dataDir := member.DataDir(cfg)
 	if dst, err := member.MoveAside(dataDir, "torn-down-"+t.At.Format("20060102T150405Z")); err != nil {

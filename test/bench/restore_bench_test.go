@@ -317,7 +317,7 @@ func recoverFromOne(b *testing.B, st store.Store, hosts []*localcluster.Host, cl
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := recovery.RequestRecover(ctx, st, q, "etcd-a", time.Now()); err != nil {
+	if _, err := recovery.RequestRecover(ctx, st, q, "etcd-a", time.Now(), recovery.DefaultRecoverWithin); err != nil {
 		b.Fatal(err)
 	}
 	for i, h := range hosts {

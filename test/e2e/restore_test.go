@@ -262,6 +262,16 @@ func TestRecoverFromOneMember(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// etcd-a drops its leader at its next election timeout: until then
+	// status rightly says the members still see one.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		// etcdctl's JSON leaves out a leader of 0.
+		if out, _, err := a.Exec(t, context.Background(), append(strings.Fields(etcdctl), "endpoint", "status", "-w", "json")...); err == nil && !strings.Contains(out, `"leader":`) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("etcd-a still reports a leader 30 s after the majority went: %s %v", out, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	out, _, _ := storeStatus(t, ctx, a)
 	cancel()

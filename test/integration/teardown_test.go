@@ -65,6 +65,20 @@ func TestControlFilesLostThenTeardown(t *testing.T) {
 	if r := runBin(t, nil, "etcdadm", "teardown", "--yes", "--store", url); r.code != 0 {
 		t.Fatalf("teardown: %s", r.stderr)
 	}
+	// A stop that fails leaves the data under the etcd that may still run
+	// on it; the next run, whose stop works, moves it aside.
+	failing := func(_ context.Context, unit string) error {
+		if unit == "etcd.service" {
+			return errors.New("systemd: stop etcd.service: job failed")
+		}
+		return nil
+	}
+	if torn, err := recovery.ActTeardown(ctxT(t), hosts[0].Cfg, hosts[0].Deps(), failing); !torn || err == nil || !strings.Contains(err.Error(), "left in place") {
+		t.Fatalf("teardown whose stop failed: torn=%v %v, want an error saying the data is left in place", torn, err)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(hosts[0].Cfg.Root, "var/lib/etcd/member.torn-down-*")); len(aside) != 0 {
+		t.Fatalf("data moved aside although stopping etcd failed: %v", aside)
+	}
 	fresh := newHost(t, st, "etcd-d", v)
 	for _, h := range append(hosts, fresh) {
 		torn, err := recovery.ActTeardown(ctxT(t), h.Cfg, h.Deps(), stopEtcd(h.Host))
