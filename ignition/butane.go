@@ -104,6 +104,7 @@ const tmpfiles = `# Directories of etcdadm's units (etcdadm render).
 d /etc/etcd      0755 root root -
 d /etc/etcd/pki  0700 etcd etcd -
 d /var/lib/etcd  0700 etcd etcd -
+d /run/etcdadm   0755 root root -
 `
 
 // tmpfiles is the tmpfiles.d file: with a file:// store, its directory

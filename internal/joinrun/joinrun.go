@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
@@ -23,6 +24,12 @@ type StopFunc func(ctx context.Context, unit string) error
 // anything else is member join's decision (found, join, rejoin, replace,
 // standby).
 func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) error {
+	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcd-member-join", d.Service)
+	if err != nil {
+		return err
+	}
+	defer release()
+	d.Service = svc
 	p, err := pause.Get(ctx, d.Store)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
@@ -40,6 +41,12 @@ type JoinOptions struct {
 // certificates, a member down or a learner (a join in progress), this
 // host's name taken by a member while this host has no data of it.
 func Join(ctx context.Context, cfg member.Config, d member.Deps, o JoinOptions) (member.Result, error) {
+	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm join", d.Service)
+	if err != nil {
+		return member.Result{}, err
+	}
+	defer release()
+	d.Service = svc
 	ca, err := pki.ParseCA(o.CACert, o.CAKey)
 	if err != nil {
 		return member.Result{}, fmt.Errorf("manual: join: %w: the CA certificate and key: %w", ErrRefused, err)

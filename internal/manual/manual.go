@@ -17,6 +17,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/ignition"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -57,6 +58,12 @@ type InitResult struct {
 // reports that and changes nothing; after a crash, running it again
 // finishes the job.
 func Init(ctx context.Context, cfg member.Config, d member.Deps, o InitOptions) (InitResult, error) {
+	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm init", d.Service)
+	if err != nil {
+		return InitResult{}, err
+	}
+	defer release()
+	d.Service = svc
 	created, err := exists(ctx, d.Store, etcdmanager.ClusterCreatedKey)
 	if err != nil {
 		return InitResult{}, err

@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 )
@@ -44,6 +45,12 @@ type ResetResult struct {
 func Reset(ctx context.Context, cfg member.Config, d member.Deps, o ResetOptions) (ResetResult, error) {
 	var res ResetResult
 	cfg = cfg.Defaulted()
+	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm reset", d.Service)
+	if err != nil {
+		return res, err
+	}
+	defer release()
+	d.Service = svc
 	if err := leave(ctx, cfg, d, o.Force, &res); err != nil {
 		return res, err
 	}

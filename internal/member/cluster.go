@@ -43,20 +43,29 @@ func (j *joiner) client(eps []string) (*clientv3.Client, error) {
 // lock takes the membership lock. Taking it is retried: the client's
 // endpoints come from the peer registry and may include a member that
 // was just removed and is shutting down ("raft: stopped").
-func (j *joiner) lock(ctx context.Context, cli *clientv3.Client) (func(), error) {
+func (j *joiner) lock(ctx context.Context, cli *clientv3.Client) (context.Context, func(), error) {
 	return j.lockKey(ctx, cli, lockKey, "membership lock")
 }
 
 // lockKey takes one of the cluster-wide locks in etcd (its session ends
-// with this process, so a crashed holder frees it within 30 s).
-func (j *joiner) lockKey(ctx context.Context, cli *clientv3.Client, key, what string) (func(), error) {
+// with this process, so a crashed holder frees it within 30 s). The
+// session has a client of its own, dialled to cli's endpoints: a holder
+// that replaces its client (a certificate reload during a CA rotation's
+// restart) keeps the lock. The context returned ends when the session
+// does (its lease lost): the holder's work under the lock stops then
+// rather than going on unprotected.
+func (j *joiner) lockKey(ctx context.Context, cli *clientv3.Client, key, what string) (context.Context, func(), error) {
 	lctx, cancel := context.WithTimeout(ctx, j.cfg.Timeout)
 	defer cancel()
+	own, err := j.client(cli.Endpoints())
+	if err != nil {
+		return nil, nil, err
+	}
 	var sess *concurrency.Session
 	var mu *concurrency.Mutex
-	err := j.retry(lctx, what, func() error {
+	err = j.retry(lctx, what, func() error {
 		var err error
-		if sess, err = concurrency.NewSession(cli, concurrency.WithTTL(30), concurrency.WithContext(ctx)); err != nil {
+		if sess, err = concurrency.NewSession(own, concurrency.WithTTL(30), concurrency.WithContext(ctx)); err != nil {
 			return err
 		}
 		mu = concurrency.NewMutex(sess, key)
@@ -66,13 +75,24 @@ func (j *joiner) lockKey(ctx context.Context, cli *clientv3.Client, key, what st
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("member join: %s: %w", what, err)
+		own.Close()
+		return nil, nil, fmt.Errorf("member join: %s: %w", what, err)
 	}
-	return func() {
+	held, lost := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-sess.Done():
+			lost(fmt.Errorf("member join: %s lost: its session's lease ended", what))
+		case <-held.Done():
+		}
+	}()
+	return held, func() {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		mu.Unlock(uctx)
 		sess.Close()
+		lost(nil)
+		own.Close()
 	}, nil
 }
 

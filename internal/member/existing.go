@@ -69,7 +69,7 @@ func (j *joiner) existing(ctx context.Context) (Result, error) {
 
 // joinLocked adds this member, under the cluster-wide membership lock.
 func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, error) {
-	unlock, err := j.lock(ctx, cli)
+	ctx, unlock, err := j.lock(ctx, cli)
 	if err != nil {
 		return Result{}, err
 	}

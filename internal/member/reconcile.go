@@ -27,7 +27,7 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 		return nil, err
 	}
 	defer cli.Close()
-	unlock, err := j.lock(ctx, cli)
+	ctx, unlock, err := j.lock(ctx, cli)
 	if err != nil {
 		return nil, err
 	}
@@ -47,6 +47,14 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 			}
 		}
 		if len(voters) <= want {
+			return removed, nil
+		}
+		// A member a switcher is restarting looks unhealthy for a moment:
+		// removing it would turn a rolling restart into a lost member.
+		if r, err := cli.Get(ctx, rolloutLockKey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+			return removed, fmt.Errorf("reconcile: %w", err)
+		} else if r.Count > 0 {
+			j.log.Info("a version switch or CA-rotation restart holds the rollout lock: no member is removed now; the next run looks again", "surplus", len(voters)-want)
 			return removed, nil
 		}
 		if !backedUp {

@@ -57,7 +57,9 @@ func (s *Session) TLS() *tls.Config { return s.j.tls }
 func (s *Session) Client(eps []string) (*clientv3.Client, error) { return s.j.client(eps) }
 
 // RolloutLock takes the cluster-wide version-switch lock.
-func (s *Session) RolloutLock(ctx context.Context) (unlock func(), err error) {
+// The context returned ends if the lock is lost (see lockKey): do the
+// work under the lock with it.
+func (s *Session) RolloutLock(ctx context.Context) (held context.Context, unlock func(), err error) {
 	return s.j.lockKey(ctx, s.Cli, rolloutLockKey, "rollout lock")
 }
 

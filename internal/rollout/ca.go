@@ -56,7 +56,12 @@ func (w *switcher) caRotation(ctx context.Context, cs ClusterState) (handled, wa
 // restartForTrust restarts this member so that etcd loads the bundle the
 // phase wrote (etcd reads its trusted CAs only at start).
 func (w *switcher) restartForTrust(ctx context.Context, phase pki.Phase) error {
-	unlock, err := w.s.RolloutLock(ctx)
+	release, ok := w.takeHost(ctx, fmt.Sprintf("CA rotation (%s) restart", phase))
+	if !ok {
+		return nil
+	}
+	defer release()
+	ctx, unlock, err := w.s.RolloutLock(ctx)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,12 @@ type inFlight struct {
 // myTurn switches this member to next, under the rollout lock, after
 // every gate has passed again.
 func (w *switcher) myTurn(ctx context.Context, next, prev etcdversion.Version) (bool, error) {
-	unlock, err := w.s.RolloutLock(ctx)
+	release, ok := w.takeHost(ctx, fmt.Sprintf("step to %s", next))
+	if !ok {
+		return true, nil
+	}
+	defer release()
+	ctx, unlock, err := w.s.RolloutLock(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -404,6 +409,35 @@ func (c ClusterState) raw() []*etcdserverpb.Member {
 		out = append(out, m.raw)
 	}
 	return out
+}
+
+// takeHost takes this host's etcd lock for a switch or a restart (before
+// the cluster-wide rollout lock: every program takes them in that order).
+// While another program holds it (member join restoring, say) the
+// switcher says so and waits for its next poll.
+func (w *switcher) takeHost(ctx context.Context, what string) (release func(), ok bool) {
+	lctx, cancel := context.WithTimeout(ctx, max(w.cfg.Poll, time.Second))
+	defer cancel()
+	release, err := w.host.Acquire(lctx, "etcd-version-switcher: "+what)
+	if err != nil {
+		w.status(what + ": waiting: " + err.Error())
+		return nil, false
+	}
+	return release, true
+}
+
+// resumeHeld is resume under the host lock, waited for as long as ctx
+// allows: a switch left half done comes before anything else.
+func (w *switcher) resumeHeld(ctx context.Context) error {
+	if _, err := os.Stat(w.cfg.StateFile); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	release, err := w.host.Acquire(ctx, "etcd-version-switcher: resume")
+	if err != nil {
+		return fmt.Errorf("rollout: resume the interrupted switch: %w", err)
+	}
+	defer release()
+	return w.resume(ctx)
 }
 
 // resume finishes a switch a crash or power cut interrupted.

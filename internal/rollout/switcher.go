@@ -16,6 +16,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
@@ -87,6 +88,9 @@ type switcher struct {
 	me   string
 	out  Outcome
 	last string // last status, to log changes only
+	// host is this host's etcd lock: held for each switch or restart,
+	// and d.Service refuses to act without it.
+	host *localetcd.Lock
 }
 
 // Run moves this member toward the spec's etcd version, taking its turn
@@ -97,13 +101,15 @@ func Run(ctx context.Context, cfg Config, d Deps) (Outcome, error) {
 	if rec, err := quietlyIdle(ctx, cfg, d); err != nil || rec != nil {
 		return Outcome{Idle: rec != nil, Record: rec}, err
 	}
+	host := localetcd.New(cfg.Member.Root)
+	d.Service = host.Guard(d.Service)
 	s, err := member.Open(ctx, cfg.Member, d.Deps)
 	if err != nil {
 		return Outcome{}, err
 	}
 	defer s.Close()
-	w := &switcher{cfg: cfg, d: d, s: s, dir: etcdbin.HostDir(s.Config().Root), log: d.Log.With("component", "version-switcher"), me: s.Self().Name}
-	if err := w.resume(ctx); err != nil {
+	w := &switcher{cfg: cfg, d: d, s: s, dir: etcdbin.HostDir(s.Config().Root), log: d.Log.With("component", "version-switcher"), me: s.Self().Name, host: host}
+	if err := w.resumeHeld(ctx); err != nil {
 		return w.out, err
 	}
 	// A switch interrupted by a crash is finished above; nothing new

@@ -113,6 +113,21 @@ func TestResizeKeepsEveryAcknowledgedWrite(t *testing.T) {
 	if _, ok := member.NothingToShrink(ctxT(t), hosts[0].Cfg, st); ok {
 		t.Fatal("5 members, spec 3: nothing to shrink")
 	}
+	// While a switcher holds the rollout lock (a member may be mid-restart
+	// and look unhealthy), reconcile removes nobody.
+	s, err := member.Open(ctxT(t), hosts[4].Cfg, hosts[4].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unlockRollout, err := s.RolloutLock(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed := hosts[0].reconcile(t); len(removed) != 0 {
+		t.Fatalf("reconcile removed %v while the rollout lock was held", removed)
+	}
+	unlockRollout()
+	s.Close()
 	// The surplus are etcd-d and etcd-e; the order depends on health at
 	// that moment (a member slow to answer under load goes first).
 	removed := hosts[0].reconcile(t)

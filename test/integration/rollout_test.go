@@ -21,6 +21,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
@@ -212,6 +213,93 @@ func TestRolloutKeepsNewMinorOnceClusterMoved(t *testing.T) {
 	}
 	assertVersions(t, cli, hosts, to)
 	w.finish(t, cli)
+}
+
+// TestSwitcherWaitsForTheHostLock: while another of our programs holds
+// a host's etcd lock (member join restoring, say), the switcher does not
+// switch or restart that host's etcd: it says who holds the lock and
+// waits; once the lock is free the rollout finishes.
+func TestSwitcherWaitsForTheHostLock(t *testing.T) {
+	all := testenv.EtcdVersions()
+	from, to := all[0], all[1]
+	st := newCluster(t, 3, from)
+	hosts := newHosts(t, st, from, to)
+	joinAll(t, hosts)
+	cli := clientFor(t, hosts[0], hosts...)
+	busy := hosts[0]
+	release, err := localetcd.New(busy.Cfg.Root).Acquire(ctxT(t), "etcd-member-join: restore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rollout.Declare(ctxT(t), st, etcdversion.MustParse(to), false, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Every switcher runs: the others switch in their turn, and when
+	// busy's turn comes (first, or last as the leader) it waits.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := rollout.Config{Member: h.Cfg, Timeout: 75 * time.Second, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
+			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: h.Deps()})
+		}()
+	}
+	wg.Wait()
+	if err := errs[0]; err == nil || !strings.Contains(err.Error(), "busy: etcd-member-join: restore (pid") {
+		t.Fatalf("%s's switcher while its host lock is held: %v, want it waiting, naming the holder", busy.Name, err)
+	}
+	if s, err := cli.Status(ctxT(t), busy.ClientURL()); err != nil || s.Version != from {
+		t.Fatalf("%s runs %v (%v) while its host lock was held, want %s untouched", busy.Name, s, err, from)
+	}
+	release()
+	for i, err := range runSwitchers(t, hosts) {
+		if err != nil {
+			t.Fatalf("%s after the lock was released: %v", hosts[i].Name, err)
+		}
+	}
+	assertVersions(t, cli, hosts, to)
+}
+
+// TestRolloutLockSurvivesCertificateReload: the switcher reloads its
+// client when a CA rotation reissues its certificates, mid-restart, with
+// the rollout lock held. The lock outlives the reload, past its session's
+// 30 s lease: another member cannot take it while the holder works.
+func TestRolloutLockSurvivesCertificateReload(t *testing.T) {
+	v := testenv.EtcdVersions()[1]
+	st := newCluster(t, 3, v)
+	hosts := foundAt(t, st, v)
+	s, err := member.Open(ctxT(t), hosts[0].Cfg, hosts[0].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held, unlock, err := s.RolloutLock(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := s.RefreshCerts(ctxT(t), false); err != nil { // closes the client it held the lock with
+		t.Fatal(err)
+	}
+	time.Sleep(40 * time.Second) // past the lease of a session nobody keeps alive
+	if err := held.Err(); err != nil {
+		t.Fatalf("the lock's context ended after the reload: %v (%v)", err, context.Cause(held))
+	}
+	other, err := member.Open(ctxT(t), hosts[1].Cfg, hosts[1].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx, cancel := context.WithTimeout(ctxT(t), 3*time.Second)
+	defer cancel()
+	if _, unlock2, err := other.RolloutLock(ctx); err == nil {
+		unlock2()
+		t.Fatal("another member took the rollout lock while its holder was still at work")
+	}
 }
 
 // diesLast starts etcd as the host's runner does; on the start that makes
