@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
@@ -129,6 +130,18 @@ func Prune(ctx context.Context, st store.Store, p Policy, now time.Time, staleAf
 		}
 	}
 	keep, del := p.Plan(complete, now)
+	pins, err := Pinned(ctx, st)
+	if err != nil {
+		return res, err
+	}
+	del = slices.DeleteFunc(del, func(n string) bool {
+		if why, ok := pins[n]; ok {
+			log.Info("retention: keeping a backup its policy would delete", "backup", n, "because", why)
+			keep = append(keep, n)
+			return true
+		}
+		return false
+	})
 	for _, n := range del {
 		if err := Remove(ctx, st, n); err != nil {
 			return res, err

@@ -166,8 +166,10 @@ func TestPruneDeletesExactlyThePlanWithBoundedRequests(t *testing.T) {
 	if res.Deleted != len(wantDel) || res.Incomplete != 1 {
 		t.Fatalf("result %+v, want %d deleted and 1 incomplete", res, len(wantDel))
 	}
-	if st.lists != 1 || st.stats != lastDay {
-		t.Fatalf("prune of %d backups made %d listings and %d stats; want 1 listing and %d stats (one per backup of the last day)", len(names), st.lists, st.stats, lastDay)
+	// Two listings: the store's top level, and control/ for the restore
+	// commands waiting (their backups are kept).
+	if st.lists != 2 || st.stats != lastDay {
+		t.Fatalf("prune of %d backups made %d listings and %d stats; want 2 listings and %d stats (one per backup of the last day)", len(names), st.lists, st.stats, lastDay)
 	}
 	left, err := Names(context.Background(), fs)
 	if err != nil {
@@ -184,5 +186,39 @@ func TestPruneDeletesExactlyThePlanWithBoundedRequests(t *testing.T) {
 	}
 	if _, err := fs.Stat(context.Background(), "control/etcd-cluster-spec"); err != nil {
 		t.Fatalf("retention touched control/: %v", err)
+	}
+}
+
+// TestPruneKeepsWhatACommandOrARolloutNames: a backup the policy would
+// delete stays while a restore command waits for it or a rollout not yet
+// done took it before a step; once the rollout is done it goes.
+func TestPruneKeepsWhatACommandOrARolloutNames(t *testing.T) {
+	st, err := filestore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old1, old2, newest := name(200*24*time.Hour, 1), name(199*24*time.Hour, 1), name(time.Minute, 1)
+	for _, n := range []string{old1, old2, newest} {
+		putBackup(t, st, n, true)
+	}
+	cmd, err := etcdmanager.MarshalRestoreCommand(etcdmanager.RestoreCommand{Timestamp: now.UnixNano(), Backup: old1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, st, etcdmanager.CommandKey(now), string(cmd))
+	mustPut(t, st, RolloutKey, `{"target":"3.6.16","state":"running","backups":{"3.6.16":"`+old2+`"}}`)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := Prune(context.Background(), st, DefaultPolicy(), now, time.Hour, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := Names(context.Background(), st); !slices.Equal(left, []string{old1, old2, newest}) {
+		t.Fatalf("left %v, want the commanded and the rollout's backups kept", left)
+	}
+	mustPut(t, st, RolloutKey, `{"target":"3.6.16","state":"done","backups":{"3.6.16":"`+old2+`"}}`)
+	if _, err := Prune(context.Background(), st, DefaultPolicy(), now, time.Hour, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := Names(context.Background(), st); !slices.Equal(left, []string{old1, newest}) {
+		t.Fatalf("left %v after the rollout was done, want its backup gone and the commanded one kept", left)
 	}
 }

@@ -40,4 +40,5 @@ const (
 	VolumeIdentity = "volume.identity"      // the volume's identity is written
 	SwitchBinary   = "switch.binary"        // /opt/etcd/current points at the new version
 	SwitchDone     = "switch.done"          // switched and ready, its in-flight record not yet cleared
+	RecoverForced  = "recover.forced"       // the survivor runs alone (forced), the recovery not recorded
 )

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 )
 
 // DataDir is where this member's data lives (defaults applied).
@@ -71,9 +73,11 @@ func chownTree(dir string, uid, gid int) error {
 }
 
 // StartForcedAlone restarts this member as the only member of its
-// cluster, keeping its data (etcd's --force-new-cluster), waits until it
-// serves a linearizable read, then restarts it with its ordinary settings:
-// the way out of a lost majority that keeps everything this member had.
+// cluster, keeping its data (etcd's --force-new-cluster, for that one
+// start: localetcd.StartOnce), and waits until it serves a linearizable
+// read: the way out of a lost majority that keeps everything this member
+// had. A restart after it (a crash, Restart=) runs with the ordinary
+// settings and keeps the members that joined since.
 func StartForcedAlone(ctx context.Context, cfg Config, d Deps) error {
 	cfg.defaults()
 	if err := cfg.Validate(); err != nil {
@@ -96,11 +100,10 @@ func StartForcedAlone(ctx context.Context, cfg Config, d Deps) error {
 	if err := j.waitLinearizable(ctx, cli); err != nil {
 		return err
 	}
-	j.extraEnv = nil
-	if err := j.startEtcd(ctx, "existing", self, j.cluster.Settings.ClusterToken); err != nil {
-		return err
-	}
-	return j.waitLinearizable(ctx, cli)
+	crashpoint.Here(crashpoint.RecoverForced)
+	// etcd.service removed the one-start settings once etcd was up; a
+	// host without the unit's ExecStartPost (an older one) loses them here.
+	return localetcd.ClearOnce(cfg.Root)
 }
 
 // MoveAside keeps a data directory's member/ as member.<why> (never

@@ -3,10 +3,12 @@ package member
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 )
 
 // startEtcd writes etcd's environment file and starts (or restarts) etcd.
@@ -60,9 +63,6 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 			vars[k] = v
 		}
 	}
-	for k, v := range j.extraEnv {
-		vars[k] = v
-	}
 	vars, err := j.versionedEnv(vars)
 	if err != nil {
 		return err
@@ -75,8 +75,14 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 	if err := j.ownDataDir(); err != nil {
 		return err
 	}
-	j.log.Info("starting etcd", "state", state, "envChanged", changed)
-	if err := j.d.Service.Start(ctx, changed); err != nil {
+	if len(j.extraEnv) > 0 {
+		j.log.Info("starting etcd with settings for this start only", "state", state, "once", slices.Sorted(maps.Keys(j.extraEnv)))
+		err = localetcd.StartOnce(ctx, j.cfg.Root, j.d.Service, j.extraEnv)
+	} else if err = localetcd.ClearOnce(j.cfg.Root); err == nil {
+		j.log.Info("starting etcd", "state", state, "envChanged", changed)
+		err = j.d.Service.Start(ctx, changed)
+	}
+	if err != nil {
 		return fmt.Errorf("member join: start etcd: %w", err)
 	}
 	crashpoint.Here(crashpoint.EtcdStarted)

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
@@ -68,40 +67,16 @@ type Record struct {
 }
 
 // Pending is a restore command waiting in control/.
-type Pending struct {
-	Key     string
-	ID      string
-	Command etcdmanager.RestoreCommand
-}
+type Pending backup.Command
 
 // FindPending returns the oldest restore command in control/, or nil.
 func FindPending(ctx context.Context, st store.Store) (*Pending, error) {
-	es, err := st.List(ctx, etcdmanager.ControlPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("recovery: %w", err)
+	cmds, err := backup.Commands(ctx, st)
+	if err != nil || len(cmds) == 0 {
+		return nil, err
 	}
-	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
-	for _, e := range es {
-		if !e.Dir {
-			continue
-		}
-		key := etcdmanager.ControlPrefix + e.Name + "/" + etcdmanager.CommandFile
-		b, _, err := store.GetBytes(ctx, st, key, 1<<16)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("recovery: %w", err)
-		}
-		c, ok, err := etcdmanager.ParseCommand(b)
-		if err != nil {
-			return nil, fmt.Errorf("recovery: %s: %w (delete it to go on)", key, err)
-		}
-		if ok {
-			return &Pending{Key: key, ID: etcdmanager.CommandID(key), Command: c}, nil
-		}
-	}
-	return nil, nil
+	p := Pending(cmds[0])
+	return &p, nil
 }
 
 // Request checks a backup and writes the restore command for it. The

@@ -16,12 +16,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
 // RecordKey is where the rollout lives in the store.
-const RecordKey = "etcdadm/rollout.json"
+const RecordKey = backup.RolloutKey
 
 // State of a rollout.
 type State string

@@ -472,3 +472,98 @@ func TestCrashPointSweepVolumes(t *testing.T) {
 		t.Errorf("volumes held: %v, want %v", held, names)
 	}
 }
+
+// TestRecoverFromOneMember: two of three masters lose power (one its disk
+// too); etcdadm status on the survivor says the majority is lost and names
+// both ways out; 'etcdadm recover --from-member' rebuilds the cluster from
+// it, by the units, with what it had. The survivor's member join is killed
+// once etcd runs forced alone (crashpoint recover.forced), and etcd is
+// killed too: systemd restarts it without --force-new-cluster (it applied
+// to one start). Member join finishes the recovery when it runs again, and
+// the other two come back as new members when their hosts boot, the one
+// with its old disk keeping that data aside.
+func TestRecoverFromOneMember(t *testing.T) {
+	s := newSweep(t, clusterOptions{members: 3})
+	names := []string{"etcd-a", "etcd-b", "etcd-c"}
+	for _, n := range names {
+		s.boot(t, n, n)
+	}
+	a, b, c := s.hosts["etcd-a"], s.hosts["etcd-b"], s.hosts["etcd-c"]
+	waitHealthy(t, a, names, 3*time.Minute)
+	ctl := func(args ...string) string {
+		t.Helper()
+		return a.MustExec(t, append(strings.Fields(etcdctl), args...)...)
+	}
+	ctl("put", "/registry/before-the-loss", "kept")
+	b.Crash(t)
+	c.Crash(t)
+	if err := os.RemoveAll(filepath.Join(b.Root(), "var/lib/etcd/member")); err != nil {
+		t.Fatal(err)
+	}
+	// etcd-a drops its leader at its next election timeout: until then
+	// status rightly says the members still see one.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		// etcdctl's JSON leaves out a leader of 0.
+		if out, _, err := a.Exec(t, context.Background(), append(strings.Fields(etcdctl), "endpoint", "status", "-w", "json")...); err == nil && !strings.Contains(out, `"leader":`) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("etcd-a still reports a leader 30 s after the majority went: %s %v", out, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	out, _, _ := storeStatus(t, ctx, a)
+	cancel()
+	for _, want := range []string{"QUORUM LOST: 1 of 3", "etcdadm recover --from-member etcd-a"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("etcdadm status does not say %q:\n%s", want, out)
+		}
+	}
+	recoverCmd := `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm recover --from-member etcd-a --yes --store "$ETCDADM_STORE"`
+	a.MustExec(t, "sh", "-c", recoverCmd)
+
+	s.arm(t, []crash{{"etcd-a", crashpoint.RecoverForced, false}})
+	s.until(t, "recover", 3*time.Minute, func() {
+		a.Exec(t, context.Background(), "systemctl", "start", "--no-block", "etcd-member-join.service")
+	},
+		func() (bool, string) { return true, "" })
+	// Killed with the member forced alone: etcd restarts by itself. Member
+	// join (its Restart= and its timer) is held back meanwhile, so what
+	// restarts etcd is systemd alone.
+	a.MustExec(t, "systemctl", "stop", "etcd-member-join.timer", "etcd-member-join.service")
+	pid := strings.TrimSpace(a.MustExec(t, "systemctl", "show", "-P", "MainPID", "etcd.service"))
+	a.MustExec(t, "systemctl", "kill", "-s", "SIGKILL", "etcd.service")
+	var env string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		now := strings.TrimSpace(a.MustExec(t, "systemctl", "show", "-P", "MainPID", "etcd.service"))
+		if now != pid && now != "0" {
+			env = a.MustExec(t, "sh", "-c", "tr '\\0' '\\n' </proc/"+now+"/environ")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("systemd did not restart etcd within a minute of the kill (MainPID %s)", now)
+		}
+	}
+	if strings.Contains(env, "ETCD_FORCE_NEW_CLUSTER") {
+		t.Fatalf("etcd restarted after a crash with --force-new-cluster again: it must apply to one start only")
+	}
+	if strings.Contains(a.MustExec(t, "cat", "/etc/etcd/etcd.env"), "FORCE_NEW_CLUSTER") {
+		t.Fatal("etcd.env holds --force-new-cluster")
+	}
+
+	a.MustExec(t, "systemctl", "start", "etcd-member-join.service", "etcd-member-join.timer")
+	waitHealthy(t, a, []string{"etcd-a"}, 3*time.Minute)
+	ctl("put", "/registry/after-the-recovery", "new")
+	for i, h := range []*harness.Host{b, c} { // one learner at a time: the second boots once the first votes
+		h.PowerOn(t, s.c.hostOptions())
+		waitHealthy(t, a, names[:i+2], 4*time.Minute)
+	}
+	if got := strings.TrimSpace(ctl("get", "--print-value-only", "/registry/before-the-loss")); got != "kept" {
+		t.Errorf("after recovery: %q, want the survivor's data", got)
+	}
+	if aside := a.MustExec(t, "sh", "-c", "ls -d /var/lib/etcd/member.before-recover-*"); strings.Count(aside, "\n") != 1 {
+		t.Errorf("no copy of the survivor's data kept: %q", aside)
+	}
+	if aside := c.MustExec(t, "sh", "-c", "ls -d /var/lib/etcd/member.before-recover-* || true"); strings.Count(aside, "\n") != 1 {
+		t.Errorf("etcd-c came back with its old disk: its data from before the recovery is not kept aside: %q", aside)
+	}
+}

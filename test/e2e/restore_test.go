@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -237,61 +235,5 @@ func assertUnitsWork(t *testing.T, h *harness.Host) {
 				t.Errorf("%s: unit %s is %s/%s", h.Name(), f[0], f[2], f[3])
 			}
 		}
-	}
-}
-
-// TestRecoverFromOneMember: two of three masters lose power and their
-// disks; etcdadm status on the survivor says the majority is lost and names
-// both ways out; 'etcdadm recover --from-member' rebuilds the cluster from
-// it, by the units, with what it had; the other two come back as new
-// members when their hosts boot again.
-func TestRecoverFromOneMember(t *testing.T) {
-	c := newCluster(t, 3)
-	names := []string{"etcd-a", "etcd-b", "etcd-c"}
-	hosts, _ := c.bootAll(t, names)
-	a := hosts[0]
-	waitHealthy(t, a, names, 3*time.Minute)
-	ctl := func(args ...string) string {
-		t.Helper()
-		return a.MustExec(t, append(strings.Fields(etcdctl), args...)...)
-	}
-	ctl("put", "/registry/before-the-loss", "kept")
-	for _, h := range hosts[1:] {
-		h.Crash(t)
-		if err := os.RemoveAll(filepath.Join(h.Root(), "var/lib/etcd/member")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// etcd-a drops its leader at its next election timeout: until then
-	// status rightly says the members still see one.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		// etcdctl's JSON leaves out a leader of 0.
-		if out, _, err := a.Exec(t, context.Background(), append(strings.Fields(etcdctl), "endpoint", "status", "-w", "json")...); err == nil && !strings.Contains(out, `"leader":`) {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("etcd-a still reports a leader 30 s after the majority went: %s %v", out, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	out, _, _ := storeStatus(t, ctx, a)
-	cancel()
-	for _, want := range []string{"QUORUM LOST: 1 of 3", "etcdadm recover --from-member etcd-a"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("etcdadm status does not say %q:\n%s", want, out)
-		}
-	}
-	recoverCmd := `. /etc/etcdadm/etcdadm.env && AWS_SHARED_CREDENTIALS_FILE=/etc/etcdadm/s3-credentials exec /opt/etcdadm/bin/etcdadm recover --from-member etcd-a --yes --store "$ETCDADM_STORE"`
-	a.MustExec(t, "sh", "-c", recoverCmd)
-	a.MustExec(t, "systemctl", "start", "etcd-member-join.service")
-	waitHealthy(t, a, []string{"etcd-a"}, 3*time.Minute)
-	for i, h := range hosts[1:] { // one learner at a time: the second boots once the first votes
-		h.PowerOn(t, c.hostOptions())
-		waitHealthy(t, a, names[:i+2], 4*time.Minute)
-	}
-	if got := strings.TrimSpace(ctl("get", "--print-value-only", "/registry/before-the-loss")); got != "kept" {
-		t.Errorf("after recovery: %q, want the survivor's data", got)
-	}
-	if aside := a.MustExec(t, "sh", "-c", "ls -d /var/lib/etcd/member.before-recover-*"); strings.Count(aside, "\n") != 1 {
-		t.Errorf("no copy of the survivor's data kept: %q", aside)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/service/process"
@@ -79,7 +80,7 @@ func NewHost(t testing.TB, st store.Store, name, version string) *Host {
 	if err := etcdbin.HostDir(root).Use(etcdversion.MustParse(version)); err != nil {
 		t.Fatal(err)
 	}
-	h.Runner = &process.Runner{EtcdBin: filepath.Join(root, "opt/etcd/current/etcd"), EnvFile: filepath.Join(root, "etc/etcd/etcd.env"), LogFile: filepath.Join(root, "etcd.log")}
+	h.Runner = &process.Runner{EtcdBin: filepath.Join(root, "opt/etcd/current/etcd"), EnvFile: filepath.Join(root, "etc/etcd/etcd.env"), OnceEnvFile: filepath.Join(root, localetcd.OnceEnvFile), LogFile: filepath.Join(root, "etcd.log")}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s: last lines of %s:\n%s", name, h.Runner.LogFile, tailFile(h.Runner.LogFile, 15))

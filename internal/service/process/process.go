@@ -5,6 +5,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -25,6 +26,9 @@ type Runner struct {
 	EtcdBin string
 	EnvFile string
 	LogFile string
+	// OnceEnvFile, when set, is read after EnvFile and removed once etcd
+	// started, as etcd.service does with /run/etcdadm/etcd-once.env.
+	OnceEnvFile string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -48,6 +52,13 @@ func (r *Runner) Start(ctx context.Context, restart bool) error {
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
+	once := map[string]string{}
+	if r.OnceEnvFile != "" {
+		if once, err = envfile.Read(r.OnceEnvFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("process: %w", err)
+		}
+		maps.Copy(vars, once)
+	}
 	env := []string{"PATH=/usr/bin:/bin"}
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		env = append(env, k+"="+vars[k])
@@ -69,6 +80,9 @@ func (r *Runner) Start(ctx context.Context, restart bool) error {
 	r.mu.Lock()
 	r.cmd, r.done = cmd, done
 	r.mu.Unlock()
+	if len(once) > 0 {
+		os.Remove(r.OnceEnvFile)
+	}
 	return nil
 }
 
