@@ -56,6 +56,14 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 	}
 	marker := filepath.Join(dataDir, markerFile)
 	if b, _ := os.ReadFile(marker); string(b) != p.ID {
+		// Every host fetches and checks the backup before it stops
+		// anything: one that cannot (its link to the store, its disk)
+		// keeps serving until the next run, rather than sit stopped.
+		if _, err := os.Stat(staged); errors.Is(err, os.ErrNotExist) {
+			if _, err := restore.Stage(ctx, d.Store, rec.Backup, dataDir, stagedFile(p.ID)); err != nil {
+				return false, fmt.Errorf("recovery: restore command %s: this host could not fetch and check backup %s, so it stopped nothing (tried again on the next run): %w", p.ID, rec.Backup, err)
+			}
+		}
 		log.Warn("RESTORING this member from a backup (restore command "+p.ID+")", "backup", rec.Backup, "members", member.InitialCluster(rec.Members))
 		if err := d.Service.Stop(ctx); err != nil {
 			return false, fmt.Errorf("recovery: stop etcd: %w", err)
@@ -67,9 +75,7 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 		rc := restore.Config{
 			Backup: rec.Backup, DataDir: dataDir, Name: cfg.Name, InitialCluster: member.InitialCluster(rec.Members),
 			InitialClusterToken: rec.Token, RevisionBump: RevisionBump,
-		}
-		if _, err := os.Stat(staged); err == nil {
-			rc.Snapshot = staged // checked by plan on this host: no second download
+			Snapshot: staged, // checked on this host above or by plan: no second download
 		}
 		if _, err := restore.Member(ctx, d.Store, rc, log); err != nil {
 			return false, err

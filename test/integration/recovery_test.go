@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,7 +75,34 @@ func TestClusterRestore(t *testing.T) {
 	if _, err := store.PutBytes(ctx, st, cmdKey, []byte(cmd), store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	actAll(t, hosts)
+	// etcd-a plans the restore; etcd-b then cannot download the backup
+	// (its link to the store fails): it must stop nothing and keep its
+	// data in place until a later run succeeds.
+	first := make(chan error, 1)
+	go func() { _, err := recovery.Act(ctx, hosts[0].Cfg, hosts[0].Deps()); first <- err }()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if rec, _ := recovery.Latest(ctx, st); rec != nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("etcd-a made no restore plan within a minute")
+		}
+	}
+	b := hosts[1]
+	cut := b.Deps()
+	cut.Store = failingData{cut.Store}
+	if acted, err := recovery.Act(ctx, b.Cfg, cut); err == nil || acted || !strings.Contains(err.Error(), "stopped nothing") {
+		t.Fatalf("%s with its backup download failing: acted=%v %v, want an error saying it stopped nothing", b.Name, acted, err)
+	}
+	if active, _ := b.Runner.Active(ctx); !active {
+		t.Fatalf("%s: etcd stopped although the backup could not be fetched", b.Name)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(b.Cfg.Root, "var/lib/etcd/member.before-restore-*")); len(aside) != 0 {
+		t.Fatalf("%s: data moved aside although the backup could not be fetched: %v", b.Name, aside)
+	}
+	actAll(t, hosts[1:])
+	if err := <-first; err != nil {
+		t.Fatalf("etcd-a: restore: %v", err)
+	}
 
 	if _, err := st.Stat(ctx, cmdKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the command is still there after the restore: %v", err)
@@ -226,4 +255,15 @@ func actAll(t *testing.T, hosts []*host) {
 			t.Fatalf("%s: restore: acted=%v err=%v", hosts[i].Name, acted[i], err)
 		}
 	}
+}
+
+// failingData is a host's store whose backup downloads fail (a broken
+// link to the store) while the small control objects still work.
+type failingData struct{ store.Store }
+
+func (f failingData) Get(ctx context.Context, key string) (io.ReadCloser, store.Info, error) {
+	if strings.HasSuffix(key, "/"+etcdmanager.DataFile) {
+		return nil, store.Info{}, errors.New("injected: connection reset by peer")
+	}
+	return f.Store.Get(ctx, key)
 }
