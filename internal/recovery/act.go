@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,11 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 		return false, err
 	}
 	me := slices.IndexFunc(rec.Members, func(m member.Peer) bool { return m.Name == cfg.Name })
+	if me < 0 && rec.State == Running {
+		if err := leaveRestoredCluster(ctx, cfg, d, p.ID, log); err != nil {
+			return false, err
+		}
+	}
 	if _, done := rec.Restored[cfg.Name]; rec.State != Running || me < 0 || done {
 		// Our checked copy of the backup, not data: nothing to keep.
 		if err := os.Remove(staged); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -110,6 +116,32 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 	}
 	log.Info("this member runs on the restored data", "restored", len(rec.Restored), "of", len(rec.Members))
 	return true, finish(ctx, cfg, d, p, rec, etag)
+}
+
+// leaveRestoredCluster stops this host's member, which the restore left
+// out (the spec's count was met by others), and moves its data aside
+// (kept): it would go on serving the data from before the restore. Member
+// join adds the host back as a new member once the restore is done.
+func leaveRestoredCluster(ctx context.Context, cfg member.Config, d member.Deps, command string, log *slog.Logger) error {
+	dataDir := member.DataDir(cfg)
+	marker := filepath.Join(dataDir, markerFile)
+	if b, _ := os.ReadFile(marker); string(b) == command {
+		return nil
+	}
+	if err := d.Service.Stop(ctx); err != nil {
+		return fmt.Errorf("recovery: stop etcd (this member is not in the restored cluster and must not serve its old data): %w", err)
+	}
+	dst, err := member.MoveAside(dataDir, "outside-restore-"+command)
+	if err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	if dst != "" {
+		log.Warn("this member is not in the restored cluster: etcd stopped, its data moved aside (kept); member join adds it back as a new member once the restore is done", "to", dst)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("recovery: %w", err)
+	}
+	return atomicfile.Write(marker, []byte(command), 0o600, cfg.Owner.UID, cfg.Owner.GID)
 }
 
 // stagedFile is the backup's snapshot, downloaded and checked by plan,

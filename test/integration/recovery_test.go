@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -266,4 +267,65 @@ func (f failingData) Get(ctx context.Context, key string) (io.ReadCloser, store.
 		return nil, store.Info{}, errors.New("injected: connection reset by peer")
 	}
 	return f.Store.Get(ctx, key)
+}
+
+// TestRestoreStopsAMemberItLeavesOut: four members run, the spec says
+// three, and a restore rebuilds three of them. The fourth host's member,
+// left out of the restored cluster, stops and keeps its old data aside
+// rather than serving it.
+func TestRestoreStopsAMemberItLeavesOut(t *testing.T) {
+	v := testenv.EtcdVersions()[1]
+	st := newCluster(t, 3, v)
+	hosts := foundAt(t, st, v)
+	ctx := ctxT(t)
+	if _, _, err := clusterspec.SetSpec(ctx, st, 4, ""); err != nil {
+		t.Fatal(err)
+	}
+	d := newHost(t, st, "etcd-d", v)
+	d.mustJoin(t, member.Join)
+	hosts = append(hosts, d)
+	s, err := member.Open(ctx, hosts[0].Cfg, hosts[0].Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, err := s.Backup(ctx)
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := clusterspec.SetSpec(ctx, st, 3, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := recovery.Request(ctx, st, name, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(hosts))
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = recovery.Act(ctx, h.Cfg, h.Deps()) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recovery.Latest(ctx, st)
+	if err != nil || rec == nil || len(rec.Members) != 3 {
+		t.Fatalf("restore record %+v %v, want 3 members", rec, err)
+	}
+	var out []*host
+	for _, h := range hosts {
+		if !slices.ContainsFunc(rec.Members, func(p member.Peer) bool { return p.Name == h.Name }) {
+			out = append(out, h)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("hosts left out of the restore: %d, want 1", len(out))
+	}
+	if active, _ := out[0].Runner.Active(ctx); active {
+		t.Fatalf("%s, left out of the restored cluster, still runs etcd on its old data", out[0].Name)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(out[0].Cfg.Root, "var/lib/etcd/member.outside-restore-*")); len(aside) != 1 {
+		t.Fatalf("%s: its old data is not kept aside: %v", out[0].Name, aside)
+	}
 }
