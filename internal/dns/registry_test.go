@@ -347,3 +347,46 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadableRegistryDropsNoName: the registry object turns to
+// garbage; the registrar rewrites it with its own record (the others add
+// theirs at their next round), and meanwhile every name it knew and whose
+// lease runs still resolves.
+func TestUnreadableRegistryDropsNoName(t *testing.T) {
+	st := fileStore(t)
+	ctx := context.Background()
+	now := time.Now()
+	var recs []Record
+	var etag string
+	for _, o := range []struct{ name, addr string }{{"etcd-b", "10.0.0.2"}, {"etcd-c", "10.0.0.3"}} {
+		r := Record{Name: o.name, Addresses: []netip.Addr{netip.MustParseAddr(o.addr)}, Updated: now, Expires: now.Add(time.Hour)}
+		var err error
+		if recs, etag, err = Publish(ctx, st, recs, etag, r, now.Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostsPath := filepath.Join(t.TempDir(), "hosts")
+	cfg := testConfig("etcd-a", "10.0.0.1")
+	cfg.Interval, cfg.Lease, cfg.MaxBackoff = 50*time.Millisecond, time.Minute, 100*time.Millisecond
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- Run(rctx, cfg, st, &HostsFile{Path: hostsPath}, &notes{}, quiet, 0, time.Now) }()
+	defer func() { cancel(); <-done }()
+	all := func() bool {
+		b, _ := os.ReadFile(hostsPath)
+		return strings.Contains(string(b), "10.0.0.1\tetcd-a.c.test") && strings.Contains(string(b), "10.0.0.2\tetcd-b.c.test") && strings.Contains(string(b), "10.0.0.3\tetcd-c.c.test")
+	}
+	waitUntil(t, "all three names", 5*time.Second, all)
+	if _, err := store.PutBytes(ctx, st, RegistryKey, []byte("{not json"), store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the registry rewritten", 5*time.Second, func() bool {
+		recs, bad, _, err := Load(ctx, st)
+		return err == nil && len(bad) == 0 && hasName(recs, "etcd-a")
+	})
+	time.Sleep(10 * cfg.Interval) // rounds on the rewritten registry
+	if !all() {
+		b, _ := os.ReadFile(hostsPath)
+		t.Fatalf("after the unreadable registry was rewritten, names whose lease runs were dropped:\n%s", b)
+	}
+}

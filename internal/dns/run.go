@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -195,6 +196,7 @@ func (r *registrar) round(ctx context.Context) Status {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrStore, err))
 		recs = r.last // keep serving what we knew rather than dropping names
 	} else {
+		recs = keepLive(recs, r.last, now)
 		r.last = recs
 	}
 	if !hasName(recs, self.Name) {
@@ -279,6 +281,21 @@ func (r *registrar) due(recs []Record, self Record, now time.Time, repair bool) 
 		}
 	}
 	return true
+}
+
+// keepLive adds to recs the records of last that are missing from them
+// and still live: a name leaves DNS when its record expires, not when it
+// goes missing from the registry (an unreadable registry is rewritten by
+// the first host with only its own record; the others follow within a
+// round, and their names must resolve meanwhile).
+func keepLive(recs, last []Record, now time.Time) []Record {
+	for _, x := range last {
+		if x.Live(now) && !hasName(recs, x.Name) {
+			recs = append(recs, x)
+		}
+	}
+	slices.SortFunc(recs, func(a, b Record) int { return strings.Compare(a.Name, b.Name) })
+	return recs
 }
 
 func hasName(recs []Record, name string) bool {
