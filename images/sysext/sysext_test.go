@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
@@ -102,7 +103,7 @@ func TestImages(t *testing.T) {
 		if err := opt.Ensure(context.Background(), etcdversion.MustParse(v), etcdbin.Releases{}); err != nil {
 			t.Fatalf("etcd %s from its image: %v", v, err)
 		}
-		if err := opt.Use(etcdversion.MustParse(v)); err != nil {
+		if err := localetcd.Use(opt, etcdversion.MustParse(v)); err != nil {
 			t.Fatal(err)
 		}
 		out, err := exec.Command(filepath.Join(string(opt), "current", "etcd"), "--version").Output()

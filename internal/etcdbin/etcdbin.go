@@ -53,6 +53,10 @@ func (d Dir) VersionDir(v etcdversion.Version) string {
 
 func (d Dir) current() string { return filepath.Join(string(d), "current") }
 
+// CurrentLink is the link naming the version etcd runs; only
+// localetcd.Use moves it.
+func (d Dir) CurrentLink() string { return d.current() }
+
 // Has reports whether every program of v is present and executable.
 func (d Dir) Has(v etcdversion.Version) bool {
 	for _, p := range Programs() {
@@ -114,28 +118,6 @@ func (d Dir) Current() (etcdversion.Version, error) {
 		return etcdversion.Version{}, fmt.Errorf("etcdbin: %s points at %s: %w", d.current(), target, err)
 	}
 	return v, nil
-}
-
-// Use points current at v, atomically (a new link renamed over the old):
-// a crash leaves either the old or the new version, never none. The
-// link is relative, so it also resolves under a root prefix.
-func (d Dir) Use(v etcdversion.Version) error {
-	if !d.Has(v) {
-		return fmt.Errorf("etcdbin: use %s: %w (%s)", v, ErrMissing, d.VersionDir(v))
-	}
-	tmp := d.current() + ".new"
-	os.Remove(tmp)
-	if err := os.Symlink("v"+v.String(), tmp); err != nil {
-		return fmt.Errorf("etcdbin: use %s: %w", v, err)
-	}
-	if err := os.Rename(tmp, d.current()); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("etcdbin: use %s: %w", v, err)
-	}
-	if err := atomicfile.SyncDir(string(d)); err != nil {
-		return fmt.Errorf("etcdbin: use %s: %w", v, err)
-	}
-	return nil
 }
 
 // Install places v's programs from open, each checked against sums before

@@ -46,7 +46,7 @@ func TestEnsureFromExtension(t *testing.T) {
 	if err := d.Ensure(context.Background(), v, Releases{}); err != nil {
 		t.Fatalf("Ensure from the image: %v", err)
 	}
-	if err := d.Use(v); err != nil {
+	if err := os.Symlink("v"+v.String(), d.CurrentLink()); err != nil { // as localetcd.Use does
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(string(d), "current", "etcdctl"))

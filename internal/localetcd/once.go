@@ -36,7 +36,7 @@ func StartOnce(ctx context.Context, root string, svc service.Manager, vars map[s
 	if err := atomicfile.Write(path, []byte(b.String()), 0o600, -1, -1); err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
-	if err := svc.Start(ctx, true); err != nil {
+	if err := Start(ctx, svc, true); err != nil {
 		return fmt.Errorf("etcd: start once with %s: %w", strings.Join(slices.Sorted(maps.Keys(vars)), ", "), err)
 	}
 	return nil

@@ -56,7 +56,7 @@ func Reset(ctx context.Context, cfg member.Config, d member.Deps, o ResetOptions
 	}
 	stop := o.Stop
 	if stop == nil {
-		stop = func(ctx context.Context, _ string) error { return d.Service.Stop(ctx) }
+		stop = func(ctx context.Context, _ string) error { return localetcd.Stop(ctx, d.Service) }
 	}
 	units := recovery.TeardownUnits()
 	if o.Stop == nil {
@@ -72,7 +72,7 @@ func Reset(ctx context.Context, cfg member.Config, d member.Deps, o ResetOptions
 		return res, fmt.Errorf("manual: reset: %w (nothing was moved; run it again)", err)
 	}
 	suffix := asideSuffix(o.Now)
-	dst, err := member.MoveAside(cfg.DataDir, suffix[1:])
+	dst, err := localetcd.MoveAside(cfg.DataDir, suffix[1:])
 	if err != nil {
 		return res, fmt.Errorf("manual: reset: %w", err)
 	}

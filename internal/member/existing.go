@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/uploader"
 )
 
@@ -240,7 +241,7 @@ func (j *joiner) initialCluster(ms []*etcdserverpb.Member, self uint64) string {
 }
 
 func (j *joiner) moveDataAside() error {
-	dst, err := MoveAside(j.cfg.DataDir, "removed-"+j.d.Now().UTC().Format("20060102T150405Z"))
+	dst, err := localetcd.MoveAside(j.cfg.DataDir, "removed-"+j.d.Now().UTC().Format("20060102T150405Z"))
 	if err != nil {
 		return fmt.Errorf("member join: %w", err)
 	}

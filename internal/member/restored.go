@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 )
@@ -104,23 +102,4 @@ func StartForcedAlone(ctx context.Context, cfg Config, d Deps) error {
 	// etcd.service removed the one-start settings once etcd was up; a
 	// host without the unit's ExecStartPost (an older one) loses them here.
 	return localetcd.ClearOnce(cfg.Root)
-}
-
-// MoveAside keeps a data directory's member/ as member.<why> (never
-// deleted): member join, a restore, a recovery and a teardown all use it.
-// A name already taken (an earlier, interrupted try) gets a unique suffix.
-// It returns where the data went, "" when there was none.
-func MoveAside(dataDir, why string) (string, error) {
-	src := filepath.Join(dataDir, "member")
-	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
-		return "", nil
-	}
-	dst := src + "." + strings.ReplaceAll(why, ":", "")
-	if _, err := os.Stat(dst); err == nil {
-		dst += fmt.Sprintf(".%d", time.Now().UnixNano())
-	}
-	if err := os.Rename(src, dst); err != nil {
-		return "", fmt.Errorf("move %s aside: %w", src, err)
-	}
-	return dst, atomicfile.SyncDir(dataDir)
 }

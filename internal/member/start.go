@@ -67,7 +67,7 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 	if err != nil {
 		return err
 	}
-	changed, err := writeEnvFile(j.cfg.EnvFile, vars, j.cfg.Owner)
+	changed, err := localetcd.WriteEnv(j.cfg.EnvFile, vars, j.cfg.Owner)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (j *joiner) startEtcd(ctx context.Context, state, initialCluster, token str
 		err = localetcd.StartOnce(ctx, j.cfg.Root, j.d.Service, j.extraEnv)
 	} else if err = localetcd.ClearOnce(j.cfg.Root); err == nil {
 		j.log.Info("starting etcd", "state", state, "envChanged", changed)
-		err = j.d.Service.Start(ctx, changed)
+		err = localetcd.Start(ctx, j.d.Service, changed)
 	}
 	if err != nil {
 		return fmt.Errorf("member join: start etcd: %w", err)

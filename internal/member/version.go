@@ -14,6 +14,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 )
 
 // SettingsFile holds the operator's own ETCD_* settings (tuning such as
@@ -65,7 +66,7 @@ func RewriteEnv(cfg Config, v etcdversion.Version, set map[string]string) (chang
 		}
 	}
 	vars, notes = etcdversion.Env(v, vars)
-	changed, err = writeEnvFile(cfg.EnvFile, vars, cfg.Owner)
+	changed, err = localetcd.WriteEnv(cfg.EnvFile, vars, cfg.Owner)
 	return changed, notes, err
 }
 
@@ -110,7 +111,7 @@ func (j *joiner) useClusterVersion(ctx context.Context) error {
 	if err := dir.Ensure(ctx, want, etcdbin.Releases{Store: j.d.Store}); err != nil {
 		return fmt.Errorf("member join: this member must start with etcd %s (the version the cluster runs): %w", want, err)
 	}
-	if err := dir.Use(want); err != nil {
+	if err := localetcd.Use(dir, want); err != nil {
 		return fmt.Errorf("member join: %w", err)
 	}
 	j.log.Info("using the etcd version the cluster runs", "from", cur.String(), "to", want.String(), "data", data)

@@ -16,6 +16,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/restore"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -71,10 +72,10 @@ func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err
 			}
 		}
 		log.Warn("RESTORING this member from a backup (restore command "+p.ID+")", "backup", rec.Backup, "members", member.InitialCluster(rec.Members))
-		if err := d.Service.Stop(ctx); err != nil {
+		if err := localetcd.Stop(ctx, d.Service); err != nil {
 			return false, fmt.Errorf("recovery: stop etcd: %w", err)
 		}
-		if _, err := member.MoveAside(dataDir, "before-restore-"+p.ID); err != nil {
+		if _, err := localetcd.MoveAside(dataDir, "before-restore-"+p.ID); err != nil {
 			return false, fmt.Errorf("recovery: %w", err)
 		}
 		crashpoint.Here(crashpoint.RestoreAside)
@@ -128,10 +129,10 @@ func leaveRestoredCluster(ctx context.Context, cfg member.Config, d member.Deps,
 	if b, _ := os.ReadFile(marker); string(b) == command {
 		return nil
 	}
-	if err := d.Service.Stop(ctx); err != nil {
+	if err := localetcd.Stop(ctx, d.Service); err != nil {
 		return fmt.Errorf("recovery: stop etcd (this member is not in the restored cluster and must not serve its old data): %w", err)
 	}
-	dst, err := member.MoveAside(dataDir, "outside-restore-"+command)
+	dst, err := localetcd.MoveAside(dataDir, "outside-restore-"+command)
 	if err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}

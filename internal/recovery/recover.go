@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/envfile"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -225,7 +226,7 @@ func runSurvivor(ctx context.Context, cfg member.Config, d member.Deps, r Recove
 	dataDir := member.DataDir(cfg)
 	src := filepath.Join(dataDir, "member")
 	aside := filepath.Join(dataDir, "member.before-recover-"+r.ID)
-	if err := d.Service.Stop(ctx); err != nil {
+	if err := localetcd.Stop(ctx, d.Service); err != nil {
 		return fmt.Errorf("recover: stop etcd: %w", err)
 	}
 	if _, err := os.Stat(aside); errors.Is(err, os.ErrNotExist) {
@@ -267,10 +268,10 @@ func leaveOldHistory(ctx context.Context, cfg member.Config, d member.Deps, r Re
 	if fi, err := os.Stat(filepath.Join(dataDir, "member")); err == nil && !r.Finished.IsZero() && fi.ModTime().After(r.Finished) {
 		return writeMarker(marker, r.ID, cfg)
 	}
-	if err := d.Service.Stop(ctx); err != nil {
+	if err := localetcd.Stop(ctx, d.Service); err != nil {
 		return fmt.Errorf("recover: stop etcd: %w (its data from before the recovery must not serve; stop it by hand: systemctl stop etcd)", err)
 	}
-	dst, err := member.MoveAside(dataDir, "before-recover-"+r.ID)
+	dst, err := localetcd.MoveAside(dataDir, "before-recover-"+r.ID)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}

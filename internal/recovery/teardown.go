@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdmanager"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
@@ -98,7 +99,7 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 		return true, fmt.Errorf("teardown: %w; the data is left in place: stop them by hand (systemctl stop %s) or let the next etcd-member-join run try again", errors.Join(errs...), strings.Join(TeardownUnits(), " "))
 	}
 	dataDir := member.DataDir(cfg)
-	if dst, err := member.MoveAside(dataDir, "torn-down-"+t.At.Format("20060102T150405Z")); err != nil {
+	if dst, err := localetcd.MoveAside(dataDir, "torn-down-"+t.At.Format("20060102T150405Z")); err != nil {
 		errs = append(errs, err)
 	} else if dst != "" {
 		log.Warn("the cluster was torn down: etcd stopped, its data moved aside (kept)", "to", dst)

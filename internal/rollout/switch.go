@@ -16,6 +16,7 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdversion"
+	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 )
 
@@ -186,7 +187,7 @@ func (w *switcher) run(ctx context.Context, v etcdversion.Version, restart bool)
 	for _, n := range notes {
 		w.log.Warn("etcd setting rewritten for etcd "+v.String(), "change", n)
 	}
-	if err := w.dir.Use(v); err != nil {
+	if err := localetcd.Use(w.dir, v); err != nil {
 		return err
 	}
 	crashpoint.Here(crashpoint.SwitchBinary)
@@ -195,7 +196,7 @@ func (w *switcher) run(ctx context.Context, v etcdversion.Version, restart bool)
 		// etcd still runs the version before (found by the crash sweep).
 		restart = true
 	}
-	if err := w.d.Service.Start(ctx, restart || changed); err != nil {
+	if err := localetcd.Start(ctx, w.d.Service, restart || changed); err != nil {
 		w.log.Warn("etcd restart reported a failure; checking the member", "err", err)
 	}
 	return w.waitReady(ctx, v)
@@ -256,7 +257,7 @@ func (w *switcher) snapshotFirst(ctx context.Context, cur etcdversion.Version) e
 		return err
 	}
 	restarted := time.Now()
-	if err := w.d.Service.Start(ctx, true); err != nil {
+	if err := localetcd.Start(ctx, w.d.Service, true); err != nil {
 		return err
 	}
 	if err := w.waitReady(ctx, cur); err != nil {

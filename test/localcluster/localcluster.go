@@ -77,7 +77,7 @@ func NewHost(t testing.TB, st store.Store, name, version string) *Host {
 	// /opt/etcd as on a host: the version given, and current pointing at
 	// it; etcd runs from current, so the version switcher can move it.
 	h.AddVersions(t, version)
-	if err := etcdbin.HostDir(root).Use(etcdversion.MustParse(version)); err != nil {
+	if err := localetcd.Use(etcdbin.HostDir(root), etcdversion.MustParse(version)); err != nil {
 		t.Fatal(err)
 	}
 	h.Runner = &process.Runner{EtcdBin: filepath.Join(root, "opt/etcd/current/etcd"), EnvFile: filepath.Join(root, "etc/etcd/etcd.env"), OnceEnvFile: filepath.Join(root, localetcd.OnceEnvFile), LogFile: filepath.Join(root, "etcd.log")}
