@@ -1,7 +1,6 @@
 package adm
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -27,29 +26,18 @@ func waitHealthyCommand() *cli.Command {
 				return err
 			}
 			defer cli3.Close()
-			deadline := time.Now().Add(c.Duration("timeout"))
 			last := time.Time{}
-			for {
-				ctx, cancel := context.WithTimeout(c.Context, 2*time.Second)
-				_, err := cli3.Get(ctx, "health")
-				cancel()
-				if err == nil {
-					fmt.Fprintln(c.App.Writer, "etcd is healthy")
-					return nil
-				}
-				if time.Now().After(deadline) {
-					return cli.Exit(fmt.Sprintf("etcd not healthy after %v: %v (see journalctl -u etcd)", c.Duration("timeout"), err), 1)
-				}
+			err = etcdclient.WaitLinearizable(c.Context, cli3, c.Duration("timeout"), 500*time.Millisecond, func(err error) {
 				if time.Since(last) > 30*time.Second {
 					log.Info("waiting for etcd", "err", err)
 					last = time.Now()
 				}
-				select {
-				case <-c.Context.Done():
-					return c.Context.Err()
-				case <-time.After(500 * time.Millisecond):
-				}
+			})
+			if err != nil {
+				return cli.Exit(err.Error(), 1)
 			}
+			fmt.Fprintln(c.App.Writer, "etcd is healthy")
+			return nil
 		},
 	}
 }

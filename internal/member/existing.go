@@ -188,9 +188,7 @@ func (j *joiner) healthy(ctx context.Context, m *etcdserverpb.Member) bool {
 		return false
 	}
 	defer c.Close()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	_, err = c.Status(sctx, m.ClientURLs[0])
+	_, err = MemberStatus(ctx, c, m)
 	return err == nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -34,12 +33,8 @@ func Remove(ctx context.Context, cli *clientv3.Client, target string) (string, e
 				continue
 			}
 			voters++
-			if len(m.ClientURLs) > 0 {
-				sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				if _, err := cli.Status(sctx, m.ClientURLs[0]); err == nil {
-					healthy++
-				}
-				cancel()
+			if _, err := MemberStatus(ctx, cli, m); err == nil {
+				healthy++
 			}
 		}
 		if need, ok := QuorumAfter(voters, healthy); !ok {

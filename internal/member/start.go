@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"syscall"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/etcdbin"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 )
 
@@ -119,19 +119,8 @@ func (j *joiner) ownDataDir() error {
 
 // waitLinearizable waits until the member serves a linearizable read.
 func (j *joiner) waitLinearizable(ctx context.Context, cli *clientv3.Client) error {
-	deadline := time.Now().Add(j.cfg.Timeout)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cli.Get(rctx, "health")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("member join: etcd did not become healthy within %v: %w (see journalctl -u etcd)", j.cfg.Timeout, err)
-		}
-		if err := sleep(ctx, j.cfg.Poll/4); err != nil {
-			return err
-		}
+	if err := etcdclient.WaitLinearizable(ctx, cli, j.cfg.Timeout, j.cfg.Poll/4, nil); err != nil {
+		return fmt.Errorf("member join: %w", err)
 	}
+	return nil
 }

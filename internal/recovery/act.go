@@ -10,12 +10,11 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdadm/etcdadm-immutable/internal/atomicfile"
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
 	"github.com/etcdadm/etcdadm-immutable/internal/clusterspec"
 	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
+	"github.com/etcdadm/etcdadm-immutable/internal/etcdclient"
 	"github.com/etcdadm/etcdadm-immutable/internal/localetcd"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/restore"
@@ -228,21 +227,8 @@ func finish(ctx context.Context, cfg member.Config, d member.Deps, p *Pending, r
 		return err
 	}
 	defer s.Close()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := s.Cli.Get(rctx, "health", clientv3.WithSerializable())
-		if err == nil {
-			_, err = s.Cli.Get(rctx, "health")
-		}
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("recovery: every member is restored but the cluster does not serve reads: %w", err)
-		}
-		time.Sleep(time.Second)
+	if err := etcdclient.WaitLinearizable(ctx, s.Cli, 2*time.Minute, time.Second, nil); err != nil {
+		return fmt.Errorf("recovery: every member is restored but the cluster does not serve reads: %w", err)
 	}
 	rec.State = Done
 	if _, err := save(ctx, d.Store, *rec, etag, d.Now()); err != nil && !errors.Is(err, store.ErrPrecondition) {

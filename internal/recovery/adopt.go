@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/backup"
@@ -275,7 +274,7 @@ func inspectCluster(ctx context.Context, cli *clientv3.Client) (clusterFound, er
 			problems = append(problems, fmt.Sprintf("member %s has no peer or client URL (never started?)", m.Name))
 			continue
 		}
-		st, err := memberStatus(ctx, cli, m)
+		st, err := member.MemberStatus(ctx, cli, m)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("member %s does not answer (%v): adopt a healthy cluster", m.Name, err))
 			continue
@@ -332,20 +331,6 @@ func inspectCluster(ctx context.Context, cli *clientv3.Client) (clusterFound, er
 		f.warnings = append(f.warnings, fmt.Sprintf("members use different ports; new members will use client port %d and peer port %d", f.settings.ClientPort, f.settings.PeerPort))
 	}
 	return f, nil
-}
-
-func memberStatus(ctx context.Context, cli *clientv3.Client, m *etcdserverpb.Member) (*clientv3.StatusResponse, error) {
-	var errs []error
-	for _, ep := range m.ClientURLs {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := cli.Status(sctx, ep)
-		cancel()
-		if err == nil {
-			return st, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
 }
 
 // pickClientURL prefers a URL other hosts can reach (not loopback, when

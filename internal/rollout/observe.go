@@ -79,10 +79,7 @@ func observe(ctx context.Context, s *member.Session) (ClusterState, error) {
 		st := MemberState{ID: m.ID, Name: m.Name, Learner: m.IsLearner, raw: m}
 		if len(m.ClientURLs) > 0 {
 			st.ClientURL = m.ClientURLs[0]
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			resp, err := s.Cli.Status(sctx, st.ClientURL)
-			cancel()
-			if err == nil && len(resp.Errors) == 0 {
+			if resp, err := member.MemberStatus(ctx, s.Cli, m); err == nil {
 				st.Healthy = true
 				st.Version = resp.Version
 				st.StorageVersion = resp.StorageVersion
