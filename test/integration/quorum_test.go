@@ -96,14 +96,7 @@ func TestRestoreLatestAfterQuorumLoss(t *testing.T) {
 	if _, err := cli.Put(ctx, "/registry/kept", "in the backup"); err != nil {
 		t.Fatal(err)
 	}
-	s, err := member.Open(ctx, hosts[0].Cfg, hosts[0].Deps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Backup(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
+	backupNow(t, hosts[0])
 	if _, err := cli.Put(ctx, "/registry/lost", "after the backup"); err != nil {
 		t.Fatal(err)
 	}

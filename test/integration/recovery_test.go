@@ -48,15 +48,7 @@ func TestClusterRestore(t *testing.T) {
 	if _, err := cli.Put(ctx, "/registry/masterleases/10.0.0.1", "x", clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := member.Open(ctx, hosts[0].Cfg, hosts[0].Deps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, err := s.Backup(ctx)
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := backupNow(t, hosts[0])
 	// As etcd-manager leaves a backup: no integrity record of ours.
 	if err := st.Delete(ctx, "etcdadm/backups/"+name+".json"); err != nil {
 		t.Fatal(err)
@@ -284,15 +276,7 @@ func TestRestoreStopsAMemberItLeavesOut(t *testing.T) {
 	d := newHost(t, st, "etcd-d", v)
 	d.mustJoin(t, member.Join)
 	hosts = append(hosts, d)
-	s, err := member.Open(ctx, hosts[0].Cfg, hosts[0].Deps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, err := s.Backup(ctx)
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	name := backupNow(t, hosts[0])
 	if _, _, err := clusterspec.SetSpec(ctx, st, 3, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -328,4 +312,20 @@ func TestRestoreStopsAMemberItLeavesOut(t *testing.T) {
 	if aside, _ := filepath.Glob(filepath.Join(out[0].Cfg.Root, "var/lib/etcd/member.outside-restore-*")); len(aside) != 1 {
 		t.Fatalf("%s: its old data is not kept aside: %v", out[0].Name, aside)
 	}
+}
+
+// backupNow takes a verified backup through h's member, as the uploader
+// does, and returns its name.
+func backupNow(t *testing.T, h *host) string {
+	t.Helper()
+	s, err := member.Open(ctxT(t), h.Cfg, h.Deps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	name, err := s.Backup(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

@@ -141,32 +141,18 @@ func TestRolloutFailedMemberRollsBack(t *testing.T) {
 // Failed saying why, and leaves no switch for the next run to repeat;
 // once etcd is started again the member serves at 3.6.
 func TestRolloutKeepsNewMinorOnceClusterMoved(t *testing.T) {
-	all := testenv.EtcdVersions()
-	from, to := all[0], all[1]
-	st := newCluster(t, 3, from)
-	hosts := newHosts(t, st, from, to)
-	joinAll(t, hosts)
-	cli := clientFor(t, hosts[0], hosts...)
+	from, to := testenv.EtcdVersions()[0], testenv.EtcdVersions()[1]
+	st, hosts, cli := clusterReadyFor(t, from, to)
 	w := startWriter(cli)
 	if _, err := rollout.Declare(ctxT(t), st, etcdversion.MustParse(to), false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var died sync.Map // name → true for the member whose etcd died
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	errs := make([]error, len(hosts))
-	var wg sync.WaitGroup
-	for i, h := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deps := h.Deps()
-			deps.Service = &diesLast{Manager: h.Runner, t: t, me: h, hosts: hosts, to: to, cli: cli, died: &died}
-			cfg := rollout.Config{Member: h.Cfg, Timeout: 4 * time.Minute, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
-			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: deps})
-		}()
-	}
-	wg.Wait()
+	errs := runSwitchersWith(t, hosts, 4*time.Minute, func(h *host) member.Deps {
+		d := h.Deps()
+		d.Service = &diesLast{Manager: h.Runner, t: t, me: h, hosts: hosts, to: to, cli: cli, died: &died}
+		return d
+	})
 	var last *host
 	for _, h := range hosts {
 		if _, ok := died.Load(h.Name); ok {
@@ -220,12 +206,8 @@ func TestRolloutKeepsNewMinorOnceClusterMoved(t *testing.T) {
 // switch or restart that host's etcd: it says who holds the lock and
 // waits; once the lock is free the rollout finishes.
 func TestSwitcherWaitsForTheHostLock(t *testing.T) {
-	all := testenv.EtcdVersions()
-	from, to := all[0], all[1]
-	st := newCluster(t, 3, from)
-	hosts := newHosts(t, st, from, to)
-	joinAll(t, hosts)
-	cli := clientFor(t, hosts[0], hosts...)
+	from, to := testenv.EtcdVersions()[0], testenv.EtcdVersions()[1]
+	st, hosts, cli := clusterReadyFor(t, from, to)
 	busy := hosts[0]
 	release, err := localetcd.New(busy.Cfg.Root).Acquire(ctxT(t), "etcd-member-join: restore")
 	if err != nil {
@@ -236,19 +218,7 @@ func TestSwitcherWaitsForTheHostLock(t *testing.T) {
 	}
 	// Every switcher runs: the others switch in their turn, and when
 	// busy's turn comes (first, or last as the leader) it waits.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	errs := make([]error, len(hosts))
-	var wg sync.WaitGroup
-	for i, h := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cfg := rollout.Config{Member: h.Cfg, Timeout: 75 * time.Second, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
-			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: h.Deps()})
-		}()
-	}
-	wg.Wait()
+	errs := runSwitchersWith(t, hosts, 75*time.Second, func(h *host) member.Deps { return h.Deps() })
 	if err := errs[0]; err == nil || !strings.Contains(err.Error(), "busy: etcd-member-join: restore (pid") {
 		t.Fatalf("%s's switcher while its host lock is held: %v, want it waiting, naming the holder", busy.Name, err)
 	}
@@ -490,11 +460,26 @@ func joinAll(t *testing.T, hosts []*host) {
 	}
 }
 
+// clusterReadyFor is three members at from whose hosts have to as well.
+func clusterReadyFor(t *testing.T, from, to string) (store.Store, []*host, *clientv3.Client) {
+	t.Helper()
+	st := newCluster(t, 3, from)
+	hosts := newHosts(t, st, from, to)
+	joinAll(t, hosts)
+	return st, hosts, clientFor(t, hosts[0], hosts...)
+}
+
 // runSwitchers runs every host's version switcher at once, as their
 // timers would, and returns each run's error.
 func runSwitchers(t *testing.T, hosts []*host) []error {
+	return runSwitchersWith(t, hosts, 4*time.Minute, func(h *host) member.Deps { return h.Deps() })
+}
+
+// runSwitchersWith is runSwitchers with each run's timeout and each
+// host's dependencies given.
+func runSwitchersWith(t *testing.T, hosts []*host, timeout time.Duration, deps func(*host) member.Deps) []error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
@@ -502,8 +487,8 @@ func runSwitchers(t *testing.T, hosts []*host) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cfg := rollout.Config{Member: h.Cfg, Timeout: 4 * time.Minute, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
-			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: h.Deps()})
+			cfg := rollout.Config{Member: h.Cfg, Timeout: timeout, HealthTimeout: 20 * time.Second, Poll: 200 * time.Millisecond, StateFile: filepath.Join(h.Cfg.Root, "switch.json")}
+			_, errs[i] = rollout.Run(ctx, cfg, rollout.Deps{Deps: deps(h)})
 		}()
 	}
 	wg.Wait()
