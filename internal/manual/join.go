@@ -41,12 +41,17 @@ type JoinOptions struct {
 // certificates, a member down or a learner (a join in progress), this
 // host's name taken by a member while this host has no data of it.
 func Join(ctx context.Context, cfg member.Config, d member.Deps, o JoinOptions) (member.Result, error) {
-	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm join", d.Service)
-	if err != nil {
-		return member.Result{}, err
+	// The host lock is taken once the refusals are behind: a refused join
+	// leaves nothing on the host, not even the lock file.
+	held := func(run func() (member.Result, error)) (member.Result, error) {
+		svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm join", d.Service)
+		if err != nil {
+			return member.Result{}, err
+		}
+		defer release()
+		d.Service = svc
+		return run()
 	}
-	defer release()
-	d.Service = svc
 	ca, err := pki.ParseCA(o.CACert, o.CAKey)
 	if err != nil {
 		return member.Result{}, fmt.Errorf("manual: join: %w: the CA certificate and key: %w", ErrRefused, err)
@@ -62,7 +67,7 @@ func Join(ctx context.Context, cfg member.Config, d member.Deps, o JoinOptions) 
 		if err != nil {
 			return member.Result{}, err
 		}
-		return member.Run(ctx, cfg, d)
+		return held(func() (member.Result, error) { return member.Run(ctx, cfg, d) })
 	}
 	cfgTLS, err := clientTLS(ca)
 	if err != nil {
@@ -88,10 +93,12 @@ func Join(ctx context.Context, cfg member.Config, d member.Deps, o JoinOptions) 
 			return member.Result{}, fmt.Errorf("manual: join: %w: the name %s is taken by a healthy member (%s) and this host holds no data of it: give this host another name (--name), or run 'etcdadm reset' on that member's host first", ErrRefused, cfg.Name, p.PeerURL)
 		}
 	}
-	if err := seed(ctx, d, o, peers, version, settings); err != nil {
-		return member.Result{}, err
-	}
-	return member.Run(ctx, cfg, d)
+	return held(func() (member.Result, error) {
+		if err := seed(ctx, d, o, peers, version, settings); err != nil {
+			return member.Result{}, err
+		}
+		return member.Run(ctx, cfg, d)
+	})
 }
 
 // clientTLS is a client certificate of ca, for this command only (its key

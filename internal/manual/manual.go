@@ -58,12 +58,6 @@ type InitResult struct {
 // reports that and changes nothing; after a crash, running it again
 // finishes the job.
 func Init(ctx context.Context, cfg member.Config, d member.Deps, o InitOptions) (InitResult, error) {
-	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm init", d.Service)
-	if err != nil {
-		return InitResult{}, err
-	}
-	defer release()
-	d.Service = svc
 	created, err := exists(ctx, d.Store, etcdmanager.ClusterCreatedKey)
 	if err != nil {
 		return InitResult{}, err
@@ -74,6 +68,12 @@ func Init(ctx context.Context, cfg member.Config, d member.Deps, o InitOptions) 
 		}
 		return InitResult{}, fmt.Errorf("manual: %w but etcd is not running: start it with 'systemctl start etcd-member-join' (or 'etcdadm reset' to make the host blank)", ErrInitialized)
 	}
+	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcdadm init", d.Service)
+	if err != nil {
+		return InitResult{}, err
+	}
+	defer release()
+	d.Service = svc
 	if o.CACert != nil || o.CAKey != nil {
 		if _, err := pki.Import(ctx, d.Store, o.CACert, o.CAKey); err != nil {
 			return InitResult{}, err
