@@ -134,16 +134,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 // after a backup, and only if the cluster keeps quorum without it.
 func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members []*etcdserverpb.Member, stale *etcdserverpb.Member) error {
 	if !stale.IsLearner {
-		voters, healthy := 0, 0
-		for _, m := range members {
-			if m.IsLearner || m.ID == stale.ID {
-				continue
-			}
-			voters++
-			if j.healthy(ctx, m) {
-				healthy++
-			}
-		}
+		voters, healthy := Left(members, stale.ID, func(m *etcdserverpb.Member) bool { return j.healthy(ctx, m) })
 		if need, ok := QuorumAfter(voters, healthy); !ok {
 			return fmt.Errorf("member join: %w: removing %s leaves %d healthy of %d members, fewer than the %d needed; bring the others back first", ErrUnsafe, stale.Name, healthy, voters, need)
 		}

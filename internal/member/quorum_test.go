@@ -1,6 +1,10 @@
 package member
 
-import "testing"
+import (
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+)
 
 // Which removals are refused: the ones that leave fewer healthy members
 // than the smaller cluster's quorum.
@@ -21,5 +25,17 @@ func TestQuorumAfter(t *testing.T) {
 		if need != tc.need || ok != tc.ok {
 			t.Errorf("QuorumAfter(%d, %d) = %d, %v; want %d, %v", tc.voters, tc.healthyLeft, need, ok, tc.need, tc.ok)
 		}
+	}
+}
+
+// TestLeft: the victim and learners are not counted; health is asked of
+// the voters left only.
+func TestLeft(t *testing.T) {
+	ms := []*etcdserverpb.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4, IsLearner: true}, {ID: 5}}
+	down := map[uint64]bool{3: true, 1: true}
+	asked := map[uint64]bool{}
+	voters, healthy := Left(ms, 1, func(m *etcdserverpb.Member) bool { asked[m.ID] = true; return !down[m.ID] })
+	if voters != 3 || healthy != 2 || asked[1] || asked[4] {
+		t.Fatalf("Left = %d voters, %d healthy (asked %v); want 3 and 2, neither the victim nor the learner asked", voters, healthy, asked)
 	}
 }

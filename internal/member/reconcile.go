@@ -64,18 +64,12 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 			backedUp = true
 		}
 		healthy := map[uint64]bool{}
-		nHealthy := 0
 		for _, m := range voters {
-			if healthy[m.ID] = j.healthy(ctx, m); healthy[m.ID] {
-				nHealthy++
-			}
+			healthy[m.ID] = j.healthy(ctx, m)
 		}
 		victim := pickVictim(voters, healthy)
-		left := nHealthy
-		if healthy[victim.ID] {
-			left--
-		}
-		if need, ok := QuorumAfter(len(voters)-1, left); !ok {
+		rest, left := Left(voters, victim.ID, func(m *etcdserverpb.Member) bool { return healthy[m.ID] })
+		if need, ok := QuorumAfter(rest, left); !ok {
 			return removed, fmt.Errorf("reconcile: %w: removing %s leaves %d healthy members, %d needed", ErrUnsafe, victim.Name, left, need)
 		}
 		if err := j.moveLeaderOff(ctx, cli, victim, voters, healthy); err != nil {

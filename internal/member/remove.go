@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -27,16 +28,7 @@ func Remove(ctx context.Context, cli *clientv3.Client, target string) (string, e
 		return "", fmt.Errorf("member remove: no member %q (see 'etcdadm member list')", target)
 	}
 	if !victim.IsLearner {
-		voters, healthy := 0, 0
-		for _, m := range ml.Members {
-			if m.IsLearner || m.ID == victim.ID {
-				continue
-			}
-			voters++
-			if _, err := MemberStatus(ctx, cli, m); err == nil {
-				healthy++
-			}
-		}
+		voters, healthy := Left(ml.Members, victim.ID, func(m *etcdserverpb.Member) bool { _, err := MemberStatus(ctx, cli, m); return err == nil })
 		if need, ok := QuorumAfter(voters, healthy); !ok {
 			return "", fmt.Errorf("member remove: %w: without %s, %d of %d members are healthy, %d needed", ErrUnsafe, target, healthy, voters, need)
 		}
