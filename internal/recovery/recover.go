@@ -265,7 +265,13 @@ func runSurvivor(ctx context.Context, cfg member.Config, d member.Deps, r Recove
 func leaveOldHistory(ctx context.Context, cfg member.Config, d member.Deps, r Recover, log *slog.Logger) error {
 	dataDir := member.DataDir(cfg)
 	marker := filepath.Join(dataDir, recoverMarker)
-	if fi, err := os.Stat(filepath.Join(dataDir, "member")); err == nil && !r.Finished.IsZero() && fi.ModTime().After(r.Finished) {
+	// A request from before Finished was recorded goes by its own time:
+	// the hosts that joined after it must keep their data.
+	since := r.Finished
+	if since.IsZero() {
+		since = r.At
+	}
+	if fi, err := os.Stat(filepath.Join(dataDir, "member")); err == nil && fi.ModTime().After(since) {
 		return writeMarker(marker, r.ID, cfg)
 	}
 	if err := localetcd.Stop(ctx, d.Service); err != nil {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
+	"github.com/etcdadm/etcdadm-immutable/internal/store"
 	"github.com/etcdadm/etcdadm-immutable/test/testenv"
 )
 
@@ -79,6 +81,28 @@ func TestRecoverFromOneMember(t *testing.T) {
 	cc := clientFor(t, a, c)
 	if gr, err := cc.Get(ctxT(t), "/registry/after-the-recovery", clientv3.WithSerializable()); err != nil || len(gr.Kvs) != 1 {
 		t.Errorf("%s does not hold the recovered cluster's writes: %v %v", c.Name, gr, err)
+	}
+	// A request recorded before 'finished' existed (an older etcdadm), seen
+	// by a member that joined after it and has no mark: its data is the
+	// recovered cluster's and stays where it is, etcd running.
+	rec, err := recovery.LoadRecover(ctxT(t), st)
+	if err != nil || rec == nil {
+		t.Fatal(rec, err)
+	}
+	rec.Finished = time.Time{}
+	legacy, _ := json.Marshal(rec)
+	if _, err := store.PutBytes(ctxT(t), st, recovery.RecoverKey, legacy, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(b.Cfg.Root, "var/lib/etcd/.etcdadm-recovered"))
+	if acted, err := recovery.ActRecover(ctxT(t), b.Cfg, b.Deps()); err != nil || acted {
+		t.Fatalf("%s on a legacy finished request: acted=%v %v", b.Name, acted, err)
+	}
+	if active, _ := b.Runner.Active(ctxT(t)); !active {
+		t.Fatalf("%s, which joined after the recovery, was stopped by a finished request from an older etcdadm", b.Name)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(b.Cfg.Root, "var/lib/etcd/member.before-recover-*")); len(aside) != 0 {
+		t.Fatalf("%s: the recovered cluster's data was moved aside: %v", b.Name, aside)
 	}
 	w.finish(t, cli)
 }
