@@ -141,7 +141,7 @@ func leaveRestoredCluster(ctx context.Context, cfg member.Config, d member.Deps,
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("recovery: %w", err)
 	}
-	return atomicfile.Write(marker, []byte(command), 0o600, cfg.Owner.UID, cfg.Owner.GID)
+	return writeMarker(marker, command, cfg)
 }
 
 // stagedFile is the backup's snapshot, downloaded and checked by plan,
