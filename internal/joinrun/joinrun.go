@@ -5,6 +5,7 @@ package joinrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -16,13 +17,13 @@ import (
 )
 
 // StopFunc stops a systemd unit (a teardown stops etcd and the timers).
-type StopFunc func(ctx context.Context, unit string) error
+type StopFunc = recovery.StopFunc
 
 // Join is the boot run and its timer: a pause holds membership; a torn-down
 // store, then a recovery or restore command (ours or etcd-manager-ctl's),
 // come first; a healthy voting member only refreshes its registry entry;
 // anything else is member join's decision (found, join, rejoin, replace,
-// standby).
+// standby). The store's control state is read once, at the start.
 func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) error {
 	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcd-member-join", d.Service)
 	if err != nil {
@@ -30,22 +31,16 @@ func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) 
 	}
 	defer release()
 	d.Service = svc
-	p, err := pause.Get(ctx, d.Store)
+	c, err := readControl(ctx, d)
 	if err != nil {
 		return err
 	}
-	if p != nil {
-		res, err := member.RunPaused(ctx, cfg, d, p.String())
+	if c.paused != nil {
+		res, err := member.RunPaused(ctx, cfg, d, c.paused.String())
 		logResult(d.Log, res)
 		return err
 	}
-	if torn, err := recovery.ActTeardown(ctx, cfg, d, stop); err != nil || torn {
-		return err
-	}
-	if acted, err := recovery.ActRecover(ctx, cfg, d); err != nil || acted {
-		return err
-	}
-	if acted, err := recovery.Act(ctx, cfg, d); err != nil || acted {
+	if done, err := c.requests.Act(ctx, cfg, d, stop); err != nil || done {
 		return err
 	}
 	if p, ok := member.Settled(ctx, cfg); ok {
@@ -87,6 +82,24 @@ func Reconcile(ctx context.Context, cfg member.Config, d member.Deps) error {
 	}
 	d.Log.Info(fmt.Sprintf("reconciled: removed %d surplus members %v", len(removed), removed))
 	return nil
+}
+
+// control is the store's control state one run decides on.
+type control struct {
+	paused   *pause.Pause
+	requests recovery.Requests
+}
+
+// readControl reads the control state, its parts at once.
+func readControl(ctx context.Context, d member.Deps) (control, error) {
+	var c control
+	var perr error
+	done := make(chan struct{})
+	go func() { defer close(done); c.paused, perr = pause.Get(ctx, d.Store) }()
+	q, err := recovery.ReadRequests(ctx, d.Store)
+	<-done
+	c.requests = q
+	return c, errors.Join(perr, err)
 }
 
 func logResult(log *slog.Logger, res member.Result) {

@@ -33,11 +33,16 @@ const freshPeers = 45 * time.Minute
 // acted is true when it restored this member (etcd then runs on the
 // restored data; member join need not decide anything this run).
 func Act(ctx context.Context, cfg member.Config, d member.Deps) (acted bool, err error) {
-	log := d.Log.With("component", "restore")
 	p, err := FindPending(ctx, d.Store)
 	if err != nil || p == nil {
 		return false, err
 	}
+	return act(ctx, cfg, d, p)
+}
+
+// act is Act on the restore command p.
+func act(ctx context.Context, cfg member.Config, d member.Deps, p *Pending) (acted bool, err error) {
+	log := d.Log.With("component", "restore")
 	dataDir := member.DataDir(cfg)
 	staged := filepath.Join(dataDir, stagedFile(p.ID))
 	rec, etag, err := plan(ctx, d, p, dataDir)

@@ -177,6 +177,12 @@ func ActRecover(ctx context.Context, cfg member.Config, d member.Deps) (acted bo
 	if err != nil || r == nil {
 		return false, err
 	}
+	return actRecover(ctx, cfg, d, r, etag)
+}
+
+// actRecover is ActRecover on the request r as read (with etag): every
+// write of it compares and swaps against that read.
+func actRecover(ctx context.Context, cfg member.Config, d member.Deps, r *Recover, etag string) (acted bool, err error) {
 	log := d.Log.With("component", "recover")
 	dataDir := member.DataDir(cfg)
 	marker := filepath.Join(dataDir, recoverMarker)

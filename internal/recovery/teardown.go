@@ -80,11 +80,18 @@ func ClearForNewCluster(ctx context.Context, st store.Store) error {
 // ActTeardown is a host's part of a teardown: stop the units, move the
 // data aside. torn is true when the store is torn down (member join then
 // does nothing else).
-func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop func(ctx context.Context, unit string) error) (torn bool, err error) {
+func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) (torn bool, err error) {
 	t, err := TornDown(ctx, d.Store)
 	if err != nil || t == nil {
 		return false, err
 	}
+	return true, actTeardown(ctx, cfg, d, stop, *t)
+}
+
+// StopFunc stops a systemd unit (a teardown stops etcd and the timers).
+type StopFunc func(ctx context.Context, unit string) error
+
+func actTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc, t Teardown) error {
 	log := d.Log.With("component", "teardown")
 	var errs []error
 	for _, u := range TeardownUnits() {
@@ -96,7 +103,7 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 		// etcd (or a unit that starts it) may still run on the data: never
 		// move a live member's data away under it. The next run tries again.
 		log.Error("the cluster was torn down, but stopping this host's units failed: its data stays in place until they stop", "err", errors.Join(errs...))
-		return true, fmt.Errorf("teardown: %w; the data is left in place: stop them by hand (systemctl stop %s) or let the next etcd-member-join run try again", errors.Join(errs...), strings.Join(TeardownUnits(), " "))
+		return fmt.Errorf("teardown: %w; the data is left in place: stop them by hand (systemctl stop %s) or let the next etcd-member-join run try again", errors.Join(errs...), strings.Join(TeardownUnits(), " "))
 	}
 	dataDir := member.DataDir(cfg)
 	if dst, err := localetcd.MoveAside(dataDir, "torn-down-"+t.At.Format("20060102T150405Z")); err != nil {
@@ -105,7 +112,7 @@ func ActTeardown(ctx context.Context, cfg member.Config, d member.Deps, stop fun
 		log.Warn("the cluster was torn down: etcd stopped, its data moved aside (kept)", "to", dst)
 	}
 	log.Info("this store's cluster was torn down at " + t.At.Format(time.RFC3339) + ": nothing runs here until 'etcdadm seed --force' declares a new cluster")
-	return true, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // NotLoaded: a unit this host does not have (an older image) is stopped

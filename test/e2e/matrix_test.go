@@ -154,8 +154,28 @@ func waitClaimed(t *testing.T, booted []*harness.Host, names []string) []*harnes
 	var hosts []*harness.Host
 	for _, n := range names {
 		hosts = append(hosts, by[n])
+		waitServing(t, by[n])
 	}
 	return hosts
+}
+
+// waitServing waits until the host's own systemd says its member serves:
+// etcd.service and etcd-wait-healthy.service (what kube-apiserver is
+// ordered after) active. The cluster's view can come first: a member
+// answers its peers before systemd has its readiness and ran
+// etcd.service's ExecStartPost.
+func waitServing(t *testing.T, h *harness.Host) {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, _, _ = h.Exec(t, ctx, "systemctl", "is-active", "etcd.service", "etcd-wait-healthy.service")
+		cancel()
+		if slices.Equal(strings.Fields(out), []string{"active", "active"}) {
+			return
+		}
+	}
+	t.Fatalf("%s: etcd.service and etcd-wait-healthy.service not both active after 2 min: %q\n%s", h.Name(), out, unitsJournal(t, h))
 }
 
 // localDisk is a blank 512 MiB disk for the local provider: an image
@@ -198,7 +218,7 @@ func runEveryUnit(t *testing.T, config string, hosts []*harness.Host) {
 		slices.Sort(units)
 		for _, want := range []string{"etcd-member-join.service", "etcd-pki-renew.service", "etcd-snapshot-uploader.service", "etcd.service"} {
 			if !slices.Contains(units, want) {
-				t.Errorf("%s: %s is neither scheduled nor running (units: %v)", h.Name(), want, units)
+				t.Errorf("%s: %s is neither scheduled nor running (units: %v)\n%s", h.Name(), want, units, unitsJournal(t, h))
 			}
 		}
 		for _, u := range units {
@@ -212,6 +232,14 @@ func runEveryUnit(t *testing.T, config string, hosts []*harness.Host) {
 	if out := onHostWithStore(t, hosts[0], "backup", "list", "-o", "json"); json.Unmarshal([]byte(out), &backups) != nil || len(backups) == 0 {
 		t.Errorf("%s: no backup listed after the uploader ran on every host:\n%s", config, out)
 	}
+}
+
+// unitsJournal is what our units on h logged lately, in time order.
+func unitsJournal(t *testing.T, h *harness.Host) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _, _ := h.Exec(t, ctx, "journalctl", "--no-pager", "-o", "short-precise", "-n", "150", "-u", "etcd*")
+	return out
 }
 
 // startOnce starts unit u and waits until its run is over (a oneshot's
