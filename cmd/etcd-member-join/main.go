@@ -70,12 +70,13 @@ func run(c *cli.Context, reconcile bool) error {
 	if err != nil {
 		return err
 	}
-	cfg.Timeout, cfg.FoundGrace = c.Duration("timeout"), c.Duration("found-grace")
+	cfg.Timeout, cfg.FoundGrace, cfg.ReplaceAfter = c.Duration("timeout"), c.Duration("found-grace"), c.Duration("replace-after")
 	st, err := cliflags.OpenStore(c)
 	if err != nil {
 		return cli.Exit(err, 2)
 	}
-	ctx, cancel := context.WithTimeout(c.Context, cfg.Timeout+time.Minute)
+	// A standby may watch an unreachable member for the grace, then join.
+	ctx, cancel := context.WithTimeout(c.Context, cfg.ReplaceAfter+cfg.Timeout+time.Minute)
 	defer cancel()
 	svc, err := systemd.New(ctx, c.String("unit"))
 	if err != nil {

@@ -222,6 +222,9 @@ func printMembers(w io.Writer, ms []status.Member) {
 			if m.Error != "" {
 				health += ": " + firstLine(m.Error)
 			}
+			if u := m.Unreachable; u != nil {
+				health += fmt.Sprintf(" (standby %s replaces it at %s unless it answers)", u.By, u.Eligible.Format(time.RFC3339))
+			}
 		}
 		storage := m.StorageVersion
 		if storage == "" {

@@ -31,6 +31,10 @@ func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) 
 	}
 	defer release()
 	d.Service = svc
+	d.Held = func(ctx context.Context) (string, error) {
+		q, err := recovery.ReadRequests(ctx, d.Store)
+		return q.Unfinished(d.Now()), err
+	}
 	c, err := readControl(ctx, d)
 	if err != nil {
 		return err

@@ -65,7 +65,16 @@ func (j *joiner) existing(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 	}
-	return j.joinLocked(ctx, cli)
+	res, err := j.joinLocked(ctx, cli)
+	if err != nil || !res.full {
+		return res, err
+	}
+	// Standing by for a full cluster: one of its voters may be dead
+	// for good (a master replaced under a new name).
+	if rep, ok, err := j.replaceDead(ctx, cli); err != nil || ok {
+		return rep, err
+	}
+	return res, nil
 }
 
 // joinLocked adds this member, under the cluster-wide membership lock.
@@ -108,10 +117,21 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 		voters++
 	}
 	if voters >= int(j.cluster.Spec.MemberCount) {
-		return Result{Action: Standby, Reason: fmt.Sprintf("the cluster is full (%d of %d members)", voters, j.cluster.Spec.MemberCount)}, nil
+		return Result{Action: Standby, Reason: fmt.Sprintf("the cluster is full (%d of %d members)", voters, j.cluster.Spec.MemberCount), full: true}, nil
 	}
+	res, err := j.addLearner(ctx, cli, voters)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Action = action
+	return res, nil
+}
+
+// addLearner adds this host as a learner to a cluster of voters voting
+// members, starts etcd and promotes it once caught up.
+func (j *joiner) addLearner(ctx context.Context, cli *clientv3.Client, voters int) (Result, error) {
 	var add *clientv3.MemberAddResponse
-	err = j.retry(ctx, "add as learner", func() error {
+	err := j.retry(ctx, "add as learner", func() error {
 		var err error
 		add, err = cli.MemberAddAsLearner(ctx, []string{j.me.PeerURL})
 		return err
@@ -127,7 +147,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 	if err := j.promoteIfLearner(ctx, cli); err != nil {
 		return Result{}, err
 	}
-	return Result{Action: action, Reason: fmt.Sprintf("member %d of %d", voters+1, j.cluster.Spec.MemberCount)}, nil
+	return Result{Action: Join, Reason: fmt.Sprintf("member %d of %d", voters+1, j.cluster.Spec.MemberCount)}, nil
 }
 
 // removeStale removes this member's old incarnation (its data is gone),

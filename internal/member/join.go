@@ -54,6 +54,11 @@ type Config struct {
 	// later). Hosts booted together found the full cluster at once; a
 	// missing host does not block founding.
 	FoundGrace time.Duration
+	// ReplaceAfter is how long a voting member of a full cluster must
+	// stay unreachable before a standby host replaces it (0: never; the
+	// command's default is DefaultReplaceAfter). ReplaceProbe is how
+	// often the standby looks at it meanwhile (default 10 s).
+	ReplaceAfter, ReplaceProbe time.Duration
 }
 
 // Deps are the outside world.
@@ -62,6 +67,10 @@ type Deps struct {
 	Service service.Manager
 	Log     *slog.Logger
 	Now     func() time.Time
+	// Held, when set, says why no member may be replaced now (an
+	// operator's request not finished; "" when one may): the caller
+	// knows the requests, member does not.
+	Held func(context.Context) (string, error)
 }
 
 // Result says what a run did.
@@ -69,6 +78,8 @@ type Result struct {
 	Action Action
 	Reason string
 	Member Peer
+	// full: standing by because the cluster has its members.
+	full bool
 }
 
 func (c *Config) defaults() {
@@ -92,6 +103,9 @@ func (c *Config) defaults() {
 	}
 	if c.FoundGrace == 0 {
 		c.FoundGrace = time.Minute
+	}
+	if c.ReplaceProbe == 0 {
+		c.ReplaceProbe = 10 * time.Second
 	}
 }
 

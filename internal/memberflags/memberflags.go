@@ -49,6 +49,14 @@ func Join(store cli.Flag) []cli.Flag {
 	return append(append([]cli.Flag{store}, Flags()...),
 		&cli.DurationFlag{Name: "found-grace", Value: time.Minute, EnvVars: []string{"ETCDADM_FOUND_GRACE"}, Usage: "how long founders wait for every planned member before founding with a quorum"},
 		&cli.DurationFlag{Name: "timeout", Value: 10 * time.Minute, EnvVars: []string{"ETCDADM_JOIN_TIMEOUT"}, Usage: "bound on every wait (founders, health, promotion)"},
+		&cli.DurationFlag{Name: "replace-after", Value: member.DefaultReplaceAfter, EnvVars: []string{"ETCDADM_REPLACE_AFTER"},
+			Usage: "a standby host replaces a voting member of the full cluster that stays unreachable this long (a master lost for good, replaced under a new name); longer than a reboot takes, at least 2m; 0: never",
+			Action: func(_ *cli.Context, d time.Duration) error {
+				if err := member.CheckReplaceAfter(d); err != nil {
+					return cli.Exit(fmt.Errorf("--replace-after: %w", err), cliflags.ExitUsage)
+				}
+				return nil
+			}},
 		cliflags.LogLevel(),
 	)
 }

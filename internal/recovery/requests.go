@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
@@ -53,4 +54,18 @@ func (q Requests) Act(ctx context.Context, cfg member.Config, d member.Deps, sto
 		return act(ctx, cfg, d, q.Restore)
 	}
 	return false, nil
+}
+
+// Unfinished says which request a host has yet to carry out ("" when
+// none): membership must not change under it.
+func (q Requests) Unfinished(now time.Time) string {
+	switch {
+	case q.Teardown != nil:
+		return "the cluster was torn down (" + q.Teardown.At.Format(time.RFC3339) + ")"
+	case q.Recover != nil && q.Recover.State == Running && !q.Recover.Expired(now):
+		return "a quorum-loss recovery from " + q.Recover.Member + " is running (" + q.Recover.ID + ")"
+	case q.Restore != nil:
+		return "a restore command waits (" + q.Restore.ID + ", backup " + q.Restore.Command.Backup + ")"
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ package status
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/store"
 )
 
@@ -35,6 +37,10 @@ type Member struct {
 	// StorageVersion and Downgrade come from etcd 3.6+ only.
 	StorageVersion string `json:"storageVersion,omitempty"`
 	Downgrade      string `json:"downgrade,omitempty"`
+	// Unreachable: a standby host watches this member, which does not
+	// answer it, and replaces it at Unreachable.Eligible if it still
+	// does not.
+	Unreachable *member.Unreachable `json:"unreachable,omitempty"`
 }
 
 // Report is the whole status: what etcd says and what the store holds.
@@ -74,6 +80,7 @@ type Cluster interface {
 	MemberList(ctx context.Context, opts ...clientv3.OpOption) (*clientv3.MemberListResponse, error)
 	Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error)
 	AlarmList(ctx context.Context) (*clientv3.AlarmResponse, error)
+	Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error)
 }
 
 // Members lists the members and asks each for its status (2 s each, in
@@ -157,6 +164,26 @@ func Collect(ctx context.Context, e Etcd, st store.Store, now time.Time) Report 
 	return r
 }
 
+// watched adds what standby hosts record of the members they watch
+// (member.UnreachablePrefix); a record that cannot be read adds nothing.
+func (r *Report) watched(ctx context.Context, cli Cluster) {
+	resp, err := cli.Get(ctx, member.UnreachablePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return
+	}
+	for _, kv := range resp.Kvs {
+		var u member.Unreachable
+		if json.Unmarshal(kv.Value, &u) != nil {
+			continue
+		}
+		for i := range r.Members {
+			if r.Members[i].ID == u.ID && !r.Members[i].Healthy {
+				r.Members[i].Unreachable = &u
+			}
+		}
+	}
+}
+
 // leaderless asks each endpoint for its own status (no quorum needed): a
 // member that answers without a leader means the cluster has no quorum,
 // not that etcd is not there.
@@ -209,6 +236,7 @@ func (r *Report) askEtcd(ctx context.Context, e Etcd) {
 		}
 		return
 	}
+	r.watched(ectx, e.Cluster)
 	al, err := e.Cluster.AlarmList(ectx)
 	if err != nil {
 		r.AlarmsError = fmt.Sprintf("status: alarm list: %v", err)

@@ -38,6 +38,10 @@ func (f fakeCluster) Status(context.Context, string) (*clientv3.StatusResponse, 
 	return &clientv3.StatusResponse{Leader: 1, Version: "3.6.16"}, nil
 }
 
+func (f fakeCluster) Get(context.Context, string, ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	return &clientv3.GetResponse{}, nil
+}
+
 func (f fakeCluster) AlarmList(context.Context) (*clientv3.AlarmResponse, error) {
 	if f.alarmErr != nil {
 		return nil, f.alarmErr

@@ -167,11 +167,16 @@ func waitClaimed(t *testing.T, booted []*harness.Host, names []string) []*harnes
 func waitServing(t *testing.T, h *harness.Host) {
 	t.Helper()
 	var out string
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+	start := time.Now()
+	for deadline := start.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		was := out
 		out, _, _ = h.Exec(t, ctx, "systemctl", "is-active", "etcd.service", "etcd-wait-healthy.service")
 		cancel()
 		if slices.Equal(strings.Fields(out), []string{"active", "active"}) {
+			if was != "" {
+				t.Logf("%s: etcd.service, etcd-wait-healthy.service active %v after the cluster saw the member healthy (were %q)", h.Name(), time.Since(start).Round(time.Second), strings.Fields(was))
+			}
 			return
 		}
 	}

@@ -1,0 +1,216 @@
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
+	"github.com/etcdadm/etcdadm-immutable/internal/pause"
+)
+
+// DefaultReplaceAfter is how long a voting member must stay unreachable
+// before a standby host replaces it. Measured on our nspawn masters and
+// published figures for the images we target: a Flatcar or Fedora CoreOS
+// reboot after an OS update takes 1-3 min from etcd stopping to etcd
+// serving again, a version switch restarts etcd for seconds, and a member
+// join run that restores or rejoins a member takes at most its 10 min
+// timeout. Ten minutes is past all of these; an operator whose hosts boot
+// slower raises it.
+const DefaultReplaceAfter = 10 * time.Minute
+
+// MinReplaceAfter is the shortest grace accepted: shorter, a reboot
+// would cost the cluster a member and a full resync.
+const MinReplaceAfter = 2 * time.Minute
+
+// UnreachablePrefix holds, in etcd, one key per voting member a standby
+// host watches while it is unreachable: since when, and when it becomes
+// eligible for replacement ('etcdadm status' shows them).
+const UnreachablePrefix = "/etcdadm/unreachable/"
+
+// Unreachable is what a standby host records of a member it watches.
+type Unreachable struct {
+	Member   string    `json:"member"`
+	ID       string    `json:"id"`
+	Since    time.Time `json:"since"`
+	Eligible time.Time `json:"eligible"`
+	By       string    `json:"by"`
+}
+
+// CheckReplaceAfter validates the grace before a dead member is replaced
+// (0 turns the replacement off).
+func CheckReplaceAfter(d time.Duration) error {
+	if d != 0 && d < MinReplaceAfter {
+		return fmt.Errorf("%v is shorter than the %v a master's reboot can take: a reboot would cost a member; use at least %v, or 0 to never replace a member under a new name", d, MinReplaceAfter, MinReplaceAfter)
+	}
+	return nil
+}
+
+// replaceDead is a standby host's watch over a full cluster: when a voter
+// does not answer, the host watches it every probe interval; once it has
+// not answered for the whole grace (cfg.ReplaceAfter, counted from this
+// host's first look) the host replaces it under the membership lock, if
+// nothing holds membership changes (hold), a removal keeps a quorum of
+// healthy members and no other host replaced it first: a backup, the
+// dead member removed, this one added as a learner and promoted. ok is
+// false when no member was replaced (it came back, or something holds).
+func (j *joiner) replaceDead(ctx context.Context, cli *clientv3.Client) (Result, bool, error) {
+	if j.cfg.ReplaceAfter == 0 {
+		return Result{}, false, nil
+	}
+	var watched *etcdserverpb.Member
+	var since time.Time
+	for {
+		ml, err := j.memberList(ctx, cli)
+		if err != nil {
+			return Result{}, false, fmt.Errorf("member join: member list: %w", err)
+		}
+		dead := j.unreachableVoter(ctx, ml.Members)
+		if watched != nil && (dead == nil || dead.ID != watched.ID) {
+			j.log.Info("the member this host watched answers again (or left): nothing replaced", "member", displayName(watched), "unreachable_for", j.d.Now().Sub(since).Round(time.Second).String())
+			j.forget(ctx, cli, watched.ID)
+			watched = nil
+		}
+		if dead == nil || len(ml.Members) > int(j.cluster.Spec.MemberCount) || hasLearner(ml.Members) {
+			return Result{}, false, nil
+		}
+		now := j.d.Now()
+		if watched == nil {
+			watched, since = dead, now
+			j.log.Warn("a voting member does not answer: this standby host replaces it if it stays unreachable", "member", displayName(dead), "replace_at", since.Add(j.cfg.ReplaceAfter).UTC().Format(time.RFC3339))
+			j.record(ctx, cli, Unreachable{Member: dead.Name, ID: fmt.Sprintf("%x", dead.ID), Since: since.UTC(), Eligible: since.Add(j.cfg.ReplaceAfter).UTC(), By: j.me.Name})
+		}
+		if now.Sub(since) >= j.cfg.ReplaceAfter {
+			return j.replaceLocked(ctx, cli, dead)
+		}
+		wait := min(j.cfg.ReplaceProbe, since.Add(j.cfg.ReplaceAfter).Sub(now))
+		select {
+		case <-ctx.Done():
+			return Result{}, false, fmt.Errorf("member join: watching %s: %w", displayName(dead), ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+// unreachableVoter is the first voting member (by name) that does not
+// answer from this host, or nil.
+func (j *joiner) unreachableVoter(ctx context.Context, members []*etcdserverpb.Member) *etcdserverpb.Member {
+	var voters []*etcdserverpb.Member
+	for _, m := range members {
+		if !m.IsLearner {
+			voters = append(voters, m)
+		}
+	}
+	slices.SortFunc(voters, func(a, b *etcdserverpb.Member) int { return compareNames(a, b) })
+	for _, m := range voters {
+		if !j.healthy(ctx, m) {
+			return m
+		}
+	}
+	return nil
+}
+
+func compareNames(a, b *etcdserverpb.Member) int {
+	switch {
+	case displayName(a) < displayName(b):
+		return -1
+	case displayName(a) > displayName(b):
+		return 1
+	}
+	return 0
+}
+
+func hasLearner(members []*etcdserverpb.Member) bool {
+	return slices.ContainsFunc(members, func(m *etcdserverpb.Member) bool { return m.IsLearner })
+}
+
+// replaceLocked re-checks everything under the membership lock (another
+// standby may have replaced the member, the operator may have paused,
+// a rollout may hold its lock) and replaces dead.
+func (j *joiner) replaceLocked(ctx context.Context, cli *clientv3.Client, dead *etcdserverpb.Member) (Result, bool, error) {
+	ctx, unlock, err := j.lock(ctx, cli)
+	if err != nil {
+		return Result{}, false, err
+	}
+	defer unlock()
+	if why, err := j.membershipHeld(ctx, cli); err != nil || why != "" {
+		if why != "" {
+			j.log.Warn("not replacing "+displayName(dead)+": "+why+"; the next run looks again", "member", displayName(dead))
+		}
+		return Result{}, false, err
+	}
+	ml, err := j.memberList(ctx, cli)
+	if err != nil {
+		return Result{}, false, fmt.Errorf("member join: member list: %w", err)
+	}
+	i := slices.IndexFunc(ml.Members, func(m *etcdserverpb.Member) bool { return m.ID == dead.ID })
+	if i < 0 || hasLearner(ml.Members) || j.healthy(ctx, ml.Members[i]) {
+		j.log.Info("not replacing "+displayName(dead)+": another host replaced it, or it answers again", "member", displayName(dead))
+		return Result{}, false, nil
+	}
+	voters, healthy := Left(ml.Members, dead.ID, func(m *etcdserverpb.Member) bool { return j.healthy(ctx, m) })
+	if need, ok := QuorumAfter(voters, healthy); !ok {
+		j.log.Error("not replacing "+displayName(dead)+": removing it would leave fewer healthy members than a quorum; bring the others back first", "healthy_left", healthy, "voters_left", voters, "need", need)
+		return Result{}, false, nil
+	}
+	if _, err := j.backup(ctx, cli); err != nil {
+		return Result{}, false, fmt.Errorf("member join: backup before replacing %s: %w", displayName(dead), err)
+	}
+	crashpoint.Here(crashpoint.ReplaceBackup)
+	j.log.Warn("REPLACING an unreachable member with this host", "member", displayName(dead), "unreachable_for_at_least", j.cfg.ReplaceAfter.String(), "by hand", fmt.Sprintf("etcdadm backup now; etcdadm member remove %s; then start etcd-member-join on the new host", displayName(dead)))
+	if err := j.removeMember(ctx, cli, dead.ID); err != nil {
+		return Result{}, false, fmt.Errorf("member join: remove unreachable %s: %w", displayName(dead), err)
+	}
+	crashpoint.Here(crashpoint.ReplaceRemoved)
+	j.forget(ctx, cli, dead.ID)
+	res, err := j.addLearner(ctx, cli, voters)
+	if err != nil {
+		return Result{}, false, err
+	}
+	res.Action, res.Reason = Replace, fmt.Sprintf("replaced %s, unreachable for %v", displayName(dead), j.cfg.ReplaceAfter)
+	return res, true, nil
+}
+
+// membershipHeld says why no member may be replaced now ("" when one
+// may): a pause, a version switch or CA-rotation restart holding the
+// rollout lock (a member restarting looks dead), an operator's request
+// (teardown, recovery, restore) not finished.
+func (j *joiner) membershipHeld(ctx context.Context, cli *clientv3.Client) (string, error) {
+	if p, err := pause.Get(ctx, j.d.Store); err != nil || p != nil {
+		if p != nil {
+			return p.String(), nil
+		}
+		return "", err
+	}
+	r, err := cli.Get(ctx, rolloutLockKey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return "", fmt.Errorf("member join: %w", err)
+	}
+	if r.Count > 0 {
+		return "a version switch or CA-rotation restart holds the rollout lock", nil
+	}
+	if j.d.Held != nil {
+		return j.d.Held(ctx)
+	}
+	return "", nil
+}
+
+// record and forget keep the watch visible to 'etcdadm status'; failing
+// to write them changes nothing else.
+func (j *joiner) record(ctx context.Context, cli *clientv3.Client, u Unreachable) {
+	b, _ := json.Marshal(u)
+	if _, err := cli.Put(ctx, UnreachablePrefix+u.ID, string(b)); err != nil {
+		j.log.Warn("could not record the unreachable member in etcd (status will not show it)", "member", u.Member, "err", err)
+	}
+}
+
+func (j *joiner) forget(ctx context.Context, cli *clientv3.Client, id uint64) {
+	if _, err := cli.Delete(ctx, fmt.Sprintf("%s%x", UnreachablePrefix, id)); err != nil {
+		j.log.Warn("could not remove the unreachable member's record from etcd", "id", fmt.Sprintf("%x", id), "err", err)
+	}
+}
