@@ -15,13 +15,11 @@ import (
 )
 
 // DefaultReplaceAfter is how long a voting member must stay unreachable
-// before a standby host replaces it. Measured on our nspawn masters and
-// published figures for the images we target: a Flatcar or Fedora CoreOS
-// reboot after an OS update takes 1-3 min from etcd stopping to etcd
-// serving again, a version switch restarts etcd for seconds, and a member
-// join run that restores or rejoins a member takes at most its 10 min
-// timeout. Ten minutes is past all of these; an operator whose hosts boot
-// slower raises it.
+// before a standby host replaces it. It is chosen to be past what takes a
+// member away for a while and brings it back: a Flatcar or Fedora CoreOS
+// reboot after an OS update (minutes), a version switch's restart
+// (seconds), a member join run that rejoins or restores a member (at most
+// its 10 min timeout). An operator whose hosts boot slower raises it.
 const DefaultReplaceAfter = 10 * time.Minute
 
 // MinReplaceAfter is the shortest grace accepted: shorter, a reboot
