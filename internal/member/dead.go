@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdadm/etcdadm-immutable/internal/crashpoint"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 )
 
@@ -151,22 +151,17 @@ func (j *joiner) replaceLocked(ctx context.Context, cli *clientv3.Client, dead *
 		j.log.Info("not replacing "+displayName(dead)+": another host replaced it, or it answers again", "member", displayName(dead))
 		return Result{}, false, nil
 	}
-	voters, healthy := Left(ml.Members, dead.ID, func(m *etcdserverpb.Member) bool { return j.healthy(ctx, m) })
-	if need, ok := QuorumAfter(voters, healthy); !ok {
-		j.log.Error("not replacing "+displayName(dead)+": removing it would leave fewer healthy members than a quorum; bring the others back first", "healthy_left", healthy, "voters_left", voters, "need", need)
+	err = j.removeStale(ctx, cli, ml.Members, ml.Members[i], fmt.Sprintf("a voting member unreachable for %v; this standby host takes its place", j.cfg.ReplaceAfter))
+	if errors.Is(err, ErrUnsafe) {
+		j.log.Error("not replacing "+displayName(dead)+"; the next run looks again", "err", err)
 		return Result{}, false, nil
 	}
-	if _, err := j.backup(ctx, cli); err != nil {
-		return Result{}, false, fmt.Errorf("member join: backup before replacing %s: %w", displayName(dead), err)
+	if err != nil {
+		return Result{}, false, err
 	}
-	crashpoint.Here(crashpoint.ReplaceBackup)
-	j.log.Warn("REPLACING an unreachable member with this host", "member", displayName(dead), "unreachable_for_at_least", j.cfg.ReplaceAfter.String(), "by hand", fmt.Sprintf("etcdadm backup now; etcdadm member remove %s; then start etcd-member-join on the new host", displayName(dead)))
-	if err := j.removeMember(ctx, cli, dead.ID); err != nil {
-		return Result{}, false, fmt.Errorf("member join: remove unreachable %s: %w", displayName(dead), err)
-	}
-	crashpoint.Here(crashpoint.ReplaceRemoved)
 	j.forget(ctx, cli, dead.ID)
-	res, err := j.addLearner(ctx, cli, voters)
+	// No learner among them (checked above): the voters left.
+	res, err := j.addLearner(ctx, cli, len(ml.Members)-1)
 	if err != nil {
 		return Result{}, false, err
 	}

@@ -101,7 +101,7 @@ func (j *joiner) joinLocked(ctx context.Context, cli *clientv3.Client) (Result, 
 			}
 			return Result{Action: Join, Reason: "resumed after MemberAdd"}, nil
 		}
-		if err := j.removeStale(ctx, cli, ml.Members, m); err != nil {
+		if err := j.removeStale(ctx, cli, ml.Members, m, "this member's old incarnation, whose data is gone"); err != nil {
 			return Result{}, err
 		}
 		action = Replace
@@ -150,9 +150,11 @@ func (j *joiner) addLearner(ctx context.Context, cli *clientv3.Client, voters in
 	return Result{Action: Join, Reason: fmt.Sprintf("member %d of %d", voters+1, j.cluster.Spec.MemberCount)}, nil
 }
 
-// removeStale removes this member's old incarnation (its data is gone),
-// after a backup, and only if the cluster keeps quorum without it.
-func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members []*etcdserverpb.Member, stale *etcdserverpb.Member) error {
+// removeStale removes a member this host replaces (its own old
+// incarnation whose data is gone, or a voter unreachable for the grace:
+// why says which), after a backup, and only if the cluster keeps quorum
+// without it (ErrUnsafe otherwise).
+func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members []*etcdserverpb.Member, stale *etcdserverpb.Member, why string) error {
 	if !stale.IsLearner {
 		voters, healthy := Left(members, stale.ID, func(m *etcdserverpb.Member) bool { return j.healthy(ctx, m) })
 		if need, ok := QuorumAfter(voters, healthy); !ok {
@@ -163,7 +165,7 @@ func (j *joiner) removeStale(ctx context.Context, cli *clientv3.Client, members 
 		}
 		crashpoint.Here(crashpoint.ReplaceBackup)
 	}
-	j.log.Info("replacing: removing the stale member whose data is gone", "id", fmt.Sprintf("%x", stale.ID), "by hand", fmt.Sprintf("etcdadm backup now; etcdadm member remove %s", displayName(stale)))
+	j.log.Warn("REPLACING: removing "+why, "member", displayName(stale), "id", fmt.Sprintf("%x", stale.ID), "by hand", fmt.Sprintf("etcdadm backup now; etcdadm member remove %s", displayName(stale)))
 	if err := j.removeMember(ctx, cli, stale.ID); err != nil {
 		return fmt.Errorf("member join: remove stale %s: %w", stale.Name, err)
 	}
