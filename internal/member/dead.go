@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -53,7 +54,7 @@ func CheckReplaceAfter(d time.Duration) error {
 // does not answer, the host watches it every probe interval; once it has
 // not answered for the whole grace (cfg.ReplaceAfter, counted from this
 // host's first look) the host replaces it under the membership lock, if
-// nothing holds membership changes (hold), a removal keeps a quorum of
+// nothing holds membership changes (membershipHeld), a removal keeps a quorum of
 // healthy members and no other host replaced it first: a backup, the
 // dead member removed, this one added as a learner and promoted. ok is
 // false when no member was replaced (it came back, or something holds).
@@ -63,6 +64,15 @@ func (j *joiner) replaceDead(ctx context.Context, cli *clientv3.Client) (Result,
 	}
 	var watched *etcdserverpb.Member
 	var since time.Time
+	replaced := false
+	defer func() {
+		// Not replaced after all: status must not go on announcing it.
+		if watched != nil && !replaced {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			j.forget(fctx, cli, watched.ID)
+		}
+	}()
 	for {
 		ml, err := j.memberList(ctx, cli)
 		if err != nil {
@@ -84,7 +94,9 @@ func (j *joiner) replaceDead(ctx context.Context, cli *clientv3.Client) (Result,
 			j.record(ctx, cli, Unreachable{Member: dead.Name, ID: fmt.Sprintf("%x", dead.ID), Since: since.UTC(), Eligible: since.Add(j.cfg.ReplaceAfter).UTC(), By: j.me.Name})
 		}
 		if now.Sub(since) >= j.cfg.ReplaceAfter {
-			return j.replaceLocked(ctx, cli, dead)
+			res, ok, err := j.replaceLocked(ctx, cli, dead)
+			replaced = ok
+			return res, ok, err
 		}
 		wait := min(j.cfg.ReplaceProbe, since.Add(j.cfg.ReplaceAfter).Sub(now))
 		select {
@@ -104,23 +116,13 @@ func (j *joiner) unreachableVoter(ctx context.Context, members []*etcdserverpb.M
 			voters = append(voters, m)
 		}
 	}
-	slices.SortFunc(voters, func(a, b *etcdserverpb.Member) int { return compareNames(a, b) })
+	slices.SortFunc(voters, func(a, b *etcdserverpb.Member) int { return strings.Compare(displayName(a), displayName(b)) })
 	for _, m := range voters {
 		if !j.healthy(ctx, m) {
 			return m
 		}
 	}
 	return nil
-}
-
-func compareNames(a, b *etcdserverpb.Member) int {
-	switch {
-	case displayName(a) < displayName(b):
-		return -1
-	case displayName(a) > displayName(b):
-		return 1
-	}
-	return 0
 }
 
 func hasLearner(members []*etcdserverpb.Member) bool {

@@ -105,6 +105,7 @@ func TestStandbyReplacesAnUnreachableMember(t *testing.T) {
 		t.Fatalf("etcd-d while paused: %s (%s), want standby", res.Action, res.Reason)
 	}
 	wantVoters("etcd-a", "etcd-b", "etcd-c")
+	waitKey(t, cli, record, false) // status no longer announces a replacement
 	if _, err := pause.Clear(ctxT(t), st); err != nil {
 		t.Fatal(err)
 	}
