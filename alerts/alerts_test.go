@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/etcdadm/etcdadm-immutable/internal/dns"
+	"github.com/etcdadm/etcdadm-immutable/internal/joinrun"
+	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pki"
 	"github.com/etcdadm/etcdadm-immutable/internal/rollout"
 	"github.com/etcdadm/etcdadm-immutable/internal/store/filestore"
@@ -114,6 +116,9 @@ func ourMetrics(t *testing.T) map[string]bool {
 			return volume.WriteMetrics(p, volume.Config{Provider: volume.ProviderPool, Root: volRoot, Lease: 2 * time.Minute}, nil, now)
 		},
 		"pki": func(p string) error { return pki.WriteMetrics(p, certs.Dir, nil, now) },
+		"reconcile": func(p string) error {
+			return joinrun.WriteMetrics(p, []member.Seen{{Name: "etcd-a", Healthy: true}}, nil, now)
+		},
 	}
 	out := map[string]bool{}
 	for who, write := range writers {

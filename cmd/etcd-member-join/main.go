@@ -54,7 +54,7 @@ func newApp() *cli.App {
 			Name:        "reconcile",
 			Usage:       "shrink the cluster to the spec's member count (timer; one host acts at a time)",
 			Description: "Removes surplus members one at a time after a backup: unhealthy first, then the highest names; moves leadership away before removing the leader; refuses anything that would lose quorum.",
-			Flags:       memberflags.Join(cliflags.Store()),
+			Flags:       memberflags.Reconcile(cliflags.Store()),
 			Action:      func(c *cli.Context) error { return run(c, true) },
 		}},
 		HideHelpCommand: true,
@@ -85,7 +85,7 @@ func run(c *cli.Context, reconcile bool) error {
 	defer svc.Conn.Close()
 	deps := member.Deps{Store: st, Service: svc, Log: log, Now: time.Now}
 	if reconcile {
-		return joinrun.Reconcile(ctx, cfg, deps)
+		return joinrun.Reconcile(ctx, cfg, deps, c.String("metrics-file"))
 	}
 	return joinrun.Join(ctx, cfg, deps, func(ctx context.Context, unit string) error {
 		return (&systemd.Manager{Conn: svc.Conn, Unit: unit}).Stop(ctx)

@@ -66,8 +66,19 @@ func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) 
 
 // Reconcile shrinks the cluster to the spec, unless the member list has
 // no surplus (asked of this host's member, one store read) or the
-// operator holds the automation.
-func Reconcile(ctx context.Context, cfg member.Config, d member.Deps) error {
+// operator holds the automation. With metricsFile set it first writes
+// what it sees of the members there (a failure to is logged, not
+// returned: the shrink matters more).
+func Reconcile(ctx context.Context, cfg member.Config, d member.Deps, metricsFile string) error {
+	if metricsFile != "" {
+		seen, err := member.Look(ctx, cfg, d)
+		if err != nil {
+			d.Log.Warn("reconcile: could not look at the members for the metrics", "err", err)
+		}
+		if err := WriteMetrics(metricsFile, seen, err, d.Now()); err != nil {
+			d.Log.Warn("reconcile: metrics not written", "file", metricsFile, "err", err)
+		}
+	}
 	if msg, ok := member.NothingToShrink(ctx, cfg, d.Store); ok {
 		d.Log.Info("reconciled: " + msg)
 		return nil

@@ -209,3 +209,45 @@ func (j *joiner) forget(ctx context.Context, cli *clientv3.Client, id uint64) {
 		j.log.Warn("could not remove the unreachable member's record from etcd", "id", fmt.Sprintf("%x", id), "err", err)
 	}
 }
+
+// Seen is a voting member as this host sees it, for the reconcile
+// timer's metrics: whether it answers, and whether a standby host
+// watches it to replace it.
+type Seen struct {
+	Name    string
+	Healthy bool
+	Watched bool
+}
+
+// Look lists the voting members, probes each, and reads which ones a
+// standby host watches.
+func Look(ctx context.Context, cfg Config, d Deps) ([]Seen, error) {
+	cfg.defaults()
+	j, cli, err := connect(ctx, cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ml, err := j.memberList(ctx, cli)
+	if err != nil {
+		return nil, fmt.Errorf("member list: %w", err)
+	}
+	watched := map[string]bool{}
+	resp, err := cli.Get(ctx, UnreachablePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", UnreachablePrefix, err)
+	}
+	for _, kv := range resp.Kvs {
+		var u Unreachable
+		if json.Unmarshal(kv.Value, &u) == nil {
+			watched[u.ID] = true
+		}
+	}
+	var out []Seen
+	for _, m := range ml.Members {
+		if !m.IsLearner {
+			out = append(out, Seen{Name: displayName(m), Healthy: j.healthy(ctx, m), Watched: watched[fmt.Sprintf("%x", m.ID)]})
+		}
+	}
+	return out, nil
+}

@@ -61,6 +61,13 @@ func Join(store cli.Flag) []cli.Flag {
 	)
 }
 
+// Reconcile are the flags of etcd-member-join reconcile: Join's and
+// its metrics file.
+func Reconcile(store cli.Flag) []cli.Flag {
+	return append(Join(store), &cli.StringFlag{Name: "metrics-file", EnvVars: []string{"ETCDADM_MEMBER_METRICS_FILE"},
+		Usage: "write Prometheus metrics here for node_exporter's textfile collector: each voting member's health as this host sees it, and whether a standby host watches it to replace it"})
+}
+
 // Switcher are etcd-version-switcher's flags.
 func Switcher() []cli.Flag {
 	return append(Flags(),

@@ -6,12 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdadm/etcdadm-immutable/internal/joinrun"
 	"github.com/etcdadm/etcdadm-immutable/internal/member"
 	"github.com/etcdadm/etcdadm-immutable/internal/pause"
 	"github.com/etcdadm/etcdadm-immutable/internal/status"
@@ -85,6 +87,18 @@ func TestStandbyReplacesAnUnreachableMember(t *testing.T) {
 		i := slices.IndexFunc(r.Members, func(m status.Member) bool { return m.Name == "etcd-c" })
 		if i < 0 || r.Members[i].Unreachable == nil || r.Members[i].Unreachable.By != "etcd-d" || r.Members[i].Unreachable.Eligible.Sub(r.Members[i].Unreachable.Since) != replaceAfter {
 			t.Errorf("status while etcd-d watches etcd-c: %+v", r.Members)
+		}
+		// The reconcile timer's metrics say the same (the alert on a
+		// member down with no standby reads them).
+		prom := filepath.Join(t.TempDir(), "members.prom")
+		if err := joinrun.Reconcile(ctxT(t), a.Cfg, a.Deps(), prom); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(prom)
+		for _, want := range []string{`etcdadm_member_healthy{member="etcd-c"} 0`, `etcdadm_member_replacement_watched{member="etcd-c"} 1`, `etcdadm_member_healthy{member="etcd-a"} 1`} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("reconcile metrics lack %q:\n%s", want, b)
+			}
 		}
 		c.mustJoin(t, member.Rejoin)
 	})
