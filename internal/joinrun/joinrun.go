@@ -16,15 +16,12 @@ import (
 	"github.com/etcdadm/etcdadm-immutable/internal/recovery"
 )
 
-// StopFunc stops a systemd unit (a teardown stops etcd and the timers).
-type StopFunc = recovery.StopFunc
-
 // Join is the boot run and its timer: a pause holds membership; a torn-down
 // store, then a recovery or restore command (ours or etcd-manager-ctl's),
 // come first; a healthy voting member only refreshes its registry entry;
 // anything else is member join's decision (found, join, rejoin, replace,
 // standby). The store's control state is read once, at the start.
-func Join(ctx context.Context, cfg member.Config, d member.Deps, stop StopFunc) error {
+func Join(ctx context.Context, cfg member.Config, d member.Deps, stop recovery.StopFunc) error {
 	svc, release, err := localetcd.Hold(ctx, cfg.Root, "etcd-member-join", d.Service)
 	if err != nil {
 		return err
