@@ -166,21 +166,19 @@ func waitClaimed(t *testing.T, booted []*harness.Host, names []string) []*harnes
 // etcd.service's ExecStartPost.
 func waitServing(t *testing.T, h *harness.Host) {
 	t.Helper()
-	var out string
 	start := time.Now()
-	for deadline := start.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+	waitFor(t, 2*time.Minute, h.Name()+": etcd.service and etcd-wait-healthy.service active", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		was := out
-		out, _, _ = h.Exec(t, ctx, "systemctl", "is-active", "etcd.service", "etcd-wait-healthy.service")
-		cancel()
+		defer cancel()
+		out, _, _ := h.Exec(t, ctx, "systemctl", "is-active", "etcd.service", "etcd-wait-healthy.service")
 		if slices.Equal(strings.Fields(out), []string{"active", "active"}) {
-			if was != "" {
-				t.Logf("%s: etcd.service, etcd-wait-healthy.service active %v after the cluster saw the member healthy (were %q)", h.Name(), time.Since(start).Round(time.Second), strings.Fields(was))
-			}
-			return
+			return true, ""
 		}
+		return false, out + "\n" + unitsJournal(t, h)
+	})
+	if waited := time.Since(start); waited > time.Second {
+		t.Logf("%s: etcd.service, etcd-wait-healthy.service active %v after the cluster saw the member healthy", h.Name(), waited.Round(time.Second))
 	}
-	t.Fatalf("%s: etcd.service and etcd-wait-healthy.service not both active after 2 min: %q\n%s", h.Name(), out, unitsJournal(t, h))
 }
 
 // localDisk is a blank 512 MiB disk for the local provider: an image

@@ -96,23 +96,18 @@ func TestReplaceUnderANewName(t *testing.T) {
 // waitLog waits until unit's journal on h holds text.
 func waitLog(t *testing.T, h *harness.Host, unit, text string, timeout time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
-		if strings.Contains(unitLog(t, h, unit), text) {
-			return
-		}
-	}
-	t.Fatalf("%s: %s did not log %q in %v:\n%s", h.Name(), unit, text, timeout, unitLog(t, h, unit))
+	waitFor(t, timeout, h.Name()+": "+unit+" to log "+text, func() (bool, string) {
+		log := unitLog(t, h, unit)
+		return strings.Contains(log, text), log
+	})
 }
 
 // waitInactive waits until unit on h is no longer running.
 func waitInactive(t *testing.T, h *harness.Host, unit string, timeout time.Duration) {
 	t.Helper()
-	var state string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(time.Second) {
-		state, _, _ = h.Exec(t, context.Background(), "systemctl", "is-active", unit)
-		if s := strings.TrimSpace(state); s == "inactive" || s == "failed" {
-			return
-		}
-	}
-	t.Fatalf("%s: %s still %s after %v", h.Name(), unit, strings.TrimSpace(state), timeout)
+	waitFor(t, timeout, h.Name()+": "+unit+" to end", func() (bool, string) {
+		state, _, _ := h.Exec(t, context.Background(), "systemctl", "is-active", unit)
+		s := strings.TrimSpace(state)
+		return s == "inactive" || s == "failed", s
+	})
 }
