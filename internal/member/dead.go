@@ -182,12 +182,11 @@ func (j *joiner) membershipHeld(ctx context.Context, cli *clientv3.Client) (stri
 		}
 		return "", err
 	}
-	r, err := cli.Get(ctx, rolloutLockKey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
+	if held, err := rolloutLockHeld(ctx, cli); err != nil || held {
+		if held {
+			return "a version switch or CA-rotation restart holds the rollout lock", nil
+		}
 		return "", fmt.Errorf("member join: %w", err)
-	}
-	if r.Count > 0 {
-		return "a version switch or CA-rotation restart holds the rollout lock", nil
 	}
 	if j.d.Held != nil {
 		return j.d.Held(ctx)
@@ -232,21 +231,38 @@ func Look(ctx context.Context, cfg Config, d Deps) ([]Seen, error) {
 	if err != nil {
 		return nil, fmt.Errorf("member list: %w", err)
 	}
-	watched := map[string]bool{}
-	resp, err := cli.Get(ctx, UnreachablePrefix, clientv3.WithPrefix())
+	watched, err := Watched(ctx, cli)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", UnreachablePrefix, err)
-	}
-	for _, kv := range resp.Kvs {
-		var u Unreachable
-		if json.Unmarshal(kv.Value, &u) == nil {
-			watched[u.ID] = true
-		}
+		return nil, err
 	}
 	var out []Seen
 	for _, m := range ml.Members {
 		if !m.IsLearner {
-			out = append(out, Seen{Name: displayName(m), Healthy: j.healthy(ctx, m), Watched: watched[fmt.Sprintf("%x", m.ID)]})
+			_, w := watched[fmt.Sprintf("%x", m.ID)]
+			out = append(out, Seen{Name: displayName(m), Healthy: j.healthy(ctx, m), Watched: w})
+		}
+	}
+	return out, nil
+}
+
+// KV is the part of an etcd client Watched reads through.
+type KV interface {
+	Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error)
+}
+
+// Watched reads what standby hosts record of the members they watch
+// (UnreachablePrefix), by member ID in hex; a record that does not
+// parse is skipped.
+func Watched(ctx context.Context, kv KV) (map[string]Unreachable, error) {
+	resp, err := kv.Get(ctx, UnreachablePrefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", UnreachablePrefix, err)
+	}
+	out := map[string]Unreachable{}
+	for _, kv := range resp.Kvs {
+		var u Unreachable
+		if json.Unmarshal(kv.Value, &u) == nil {
+			out[u.ID] = u
 		}
 	}
 	return out, nil

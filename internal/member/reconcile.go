@@ -51,9 +51,9 @@ func Reconcile(ctx context.Context, cfg Config, d Deps) ([]string, error) {
 		}
 		// A member a switcher is restarting looks unhealthy for a moment:
 		// removing it would turn a rolling restart into a lost member.
-		if r, err := cli.Get(ctx, rolloutLockKey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		if held, err := rolloutLockHeld(ctx, cli); err != nil {
 			return removed, fmt.Errorf("reconcile: %w", err)
-		} else if r.Count > 0 {
+		} else if held {
 			j.log.Info("a version switch or CA-rotation restart holds the rollout lock: no member is removed now; the next run looks again", "surplus", len(voters)-want)
 			return removed, nil
 		}

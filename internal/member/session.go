@@ -141,3 +141,13 @@ func (s *Session) reloadTLS() error {
 	s.Cli = cli
 	return old.Close()
 }
+
+// rolloutLockHeld: a version switch or a CA-rotation restart holds the
+// rollout lock, so a member may be mid-restart and look unhealthy.
+func rolloutLockHeld(ctx context.Context, cli *clientv3.Client) (bool, error) {
+	r, err := cli.Get(ctx, rolloutLockKey+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, err
+	}
+	return r.Count > 0, nil
+}

@@ -7,7 +7,6 @@ package status
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -167,19 +166,13 @@ func Collect(ctx context.Context, e Etcd, st store.Store, now time.Time) Report 
 // watched adds what standby hosts record of the members they watch
 // (member.UnreachablePrefix); a record that cannot be read adds nothing.
 func (r *Report) watched(ctx context.Context, cli Cluster) {
-	resp, err := cli.Get(ctx, member.UnreachablePrefix, clientv3.WithPrefix())
+	watched, err := member.Watched(ctx, cli)
 	if err != nil {
 		return
 	}
-	for _, kv := range resp.Kvs {
-		var u member.Unreachable
-		if json.Unmarshal(kv.Value, &u) != nil {
-			continue
-		}
-		for i := range r.Members {
-			if r.Members[i].ID == u.ID && !r.Members[i].Healthy {
-				r.Members[i].Unreachable = &u
-			}
+	for i := range r.Members {
+		if u, ok := watched[r.Members[i].ID]; ok && !r.Members[i].Healthy {
+			r.Members[i].Unreachable = &u
 		}
 	}
 }
